@@ -1,0 +1,86 @@
+/* batch.c -- batch norm on (N, C, *), train and eval, with PyTorch's running
+ * statistics update (momentum or cumulative moving average). */
+#include <math.h>
+
+#include "engine.h"
+
+static int batch_check(const norm_tensor_t *x, const norm_tensor_t *weight,
+                       const norm_tensor_t *bias, const norm_tensor_t *rmean,
+                       const norm_tensor_t *rvar, const norm_batch_params_t *p,
+                       const norm_tensor_t *y) {
+  if (p == NULL) return NORM_E_NULL;
+  int err = check_in_out(x, y);
+  if (err == NORM_OK) err = check_channels(x);
+  if (err == NORM_OK) err = check_eps(p->eps);
+  if (err != NORM_OK) return err;
+  if ((unsigned)p->mode > NORM_EVAL) return NORM_E_ARG;
+  if (p->cumulative ? p->num_batches_tracked < 1
+                    : !(p->momentum >= 0.0 && p->momentum <= 1.0))
+    return p->cumulative ? NORM_E_ARG : NORM_E_MOMENTUM;
+  const int64_t *c = &x->shape[1];
+  if ((err = check_vector(weight, c, 1, NORM_E_WEIGHT)) != NORM_OK) return err;
+  if ((err = check_vector(bias, c, 1, NORM_E_BIAS)) != NORM_OK) return err;
+  if ((rmean == NULL) != (rvar == NULL)) return NORM_E_RUNNING;
+  if (p->mode == NORM_EVAL && rmean == NULL) return NORM_E_RUNNING;
+  if ((err = check_vector(rmean, c, 1, NORM_E_RUNNING)) != NORM_OK) return err;
+  if ((err = check_vector(rvar, c, 1, NORM_E_RUNNING)) != NORM_OK) return err;
+  layout_t l = layout_channels(x);
+  if (p->mode == NORM_TRAIN && layout_count(&l) < 2) return NORM_E_TOO_FEW;
+  return NORM_OK;
+}
+
+int64_t norm_batch_groups(const norm_tensor_t *x) {
+  if (x == NULL) return NORM_E_NULL;
+  int err = norm_tensor_check(x, NULL, NULL);
+  if (err == NORM_OK) err = check_channels(x);
+  return err != NORM_OK ? err : x->shape[1];
+}
+
+/* y = (x - mean_c) / sqrt(var_c + eps) * w_c + b_c, per channel c
+ * (train: batch statistics; eval: running statistics) */
+int norm_batch_rows(const norm_tensor_t *x, const norm_tensor_t *weight,
+                    const norm_tensor_t *bias, norm_tensor_t *running_mean,
+                    norm_tensor_t *running_var, const norm_batch_params_t *p,
+                    norm_tensor_t *y, const norm_stats_t *stats, size_t begin,
+                    size_t end) {
+  int err = batch_check(x, weight, bias, running_mean, running_var, p, y);
+  if (err != NORM_OK) return err;
+  layout_t l = layout_channels(x);
+  if ((err = check_range(begin, end, l.groups)) != NORM_OK) return err;
+  double count = (double)layout_count(&l);
+  double factor =
+      p->cumulative ? 1.0 / (double)p->num_batches_tracked : p->momentum;
+  for (size_t c = begin; c < end; c++) {
+    double mean, var;
+    if (p->mode == NORM_EVAL) {
+      mean = norm_tensor_get(running_mean, c);
+      var = norm_tensor_get(running_var, c);
+    } else {
+      double m2;
+      engine_moments(x, &l, c, &mean, &m2);
+      var = m2 / count;
+      if (running_mean != NULL) {
+        double rm = norm_tensor_get(running_mean, c);
+        double rv = norm_tensor_get(running_var, c);
+        norm_tensor_set(running_mean, c, (1.0 - factor) * rm + factor * mean);
+        norm_tensor_set(running_var, c,
+                        (1.0 - factor) * rv + factor * (m2 / (count - 1.0)));
+      }
+    }
+    double rstd = engine_rstd(var, p->eps);
+    engine_apply(x, y, &l, c, mean, engine_scale(var, p->eps, rstd), weight,
+                 bias);
+    stats_put(stats, c, mean, var, rstd);
+  }
+  return NORM_OK;
+}
+
+int norm_batch(const norm_tensor_t *x, const norm_tensor_t *weight,
+               const norm_tensor_t *bias, norm_tensor_t *running_mean,
+               norm_tensor_t *running_var, const norm_batch_params_t *p,
+               norm_tensor_t *y, const norm_stats_t *stats) {
+  int64_t groups = norm_batch_groups(x);
+  if (groups < 0) return (int)groups;
+  return norm_batch_rows(x, weight, bias, running_mean, running_var, p, y,
+                         stats, 0, (size_t)groups);
+}

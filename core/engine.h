@@ -1,0 +1,79 @@
+/* engine.h -- internal: the one mechanism behind every kernel.
+ *
+ * Each normalization is described by a layout_t: which elements form
+ * normalization group g, and which weight/bias entry each element uses.
+ * The engine then runs the same passes for all of them: moments of a group
+ * (two passes in double), and y = (x - shift) * scale * w + b over a group.
+ * Data moves through small stack blocks of doubles, so any dtype mix works
+ * and nothing allocates. Not part of the public API.
+ */
+#ifndef NORM_ENGINE_H
+#define NORM_ENGINE_H
+
+#include <stddef.h>
+
+#include "norm.h"
+
+/* Group g is `nseg` segments of `seg_len` contiguous elements; segment s
+ * starts at element g * group_stride + s * seg_stride. Element j of a
+ * segment uses weight/bias entry affine_first(g) + j / affine_period, with
+ * affine_first(g) = (g % affine_mod) * affine_mul. */
+typedef struct {
+  size_t groups;
+  size_t group_stride;
+  size_t nseg, seg_len, seg_stride;
+  size_t affine_period, affine_mod, affine_mul;
+} layout_t;
+
+/* Elements per group. */
+static inline size_t layout_count(const layout_t *l) {
+  return l->nseg * l->seg_len;
+}
+
+/* Layouts of the kernels, from an already validated x. */
+layout_t layout_rows(const norm_tensor_t *x, int normalized_ndim);
+layout_t layout_channels(const norm_tensor_t *x); /* batch norm: group = c */
+layout_t layout_groups(const norm_tensor_t *x, size_t num_groups);
+layout_t layout_instances(const norm_tensor_t *x);
+
+/* Mean and M2 = sum((x - mean)^2) of group g, in double (corrected two-pass:
+ * the second pass also subtracts the rounding error of the mean). */
+void engine_moments(const norm_tensor_t *x, const layout_t *l, size_t g,
+                    double *mean, double *m2);
+/* sum(x^2) of group g, in double. */
+double engine_sumsq(const norm_tensor_t *x, const layout_t *l, size_t g);
+/* y = (x - shift) * scale * w + b over group g; weight/bias may be NULL
+ * (w = 1, b = 0). */
+void engine_apply(const norm_tensor_t *x, norm_tensor_t *y, const layout_t *l,
+                  size_t g, double shift, double scale,
+                  const norm_tensor_t *weight, const norm_tensor_t *bias);
+
+/* The standardizing loop shared by layer, group and instance norm: for each
+ * group g in [begin, end), var = M2 / (count - ddof), rstd from eps and its
+ * placement, y = (x - mean) * rstd * w + b, and the stats written at g. */
+void engine_standardize(const norm_tensor_t *x, norm_tensor_t *y,
+                        const layout_t *l, size_t begin, size_t end,
+                        double eps, int ddof, norm_eps_placement_t placement,
+                        const norm_tensor_t *weight, const norm_tensor_t *bias,
+                        const norm_stats_t *stats);
+
+/* 1 / sqrt(var + eps). */
+double engine_rstd(double var, double eps);
+/* The factor applied to (x - mean): rstd, except that a constant group
+ * (var == 0) with eps == 0 gets 0, so its output is b rather than NaN. */
+double engine_scale(double var, double eps, double rstd);
+
+/* ---- shared validation ---- */
+int check_eps(double eps);
+/* x valid; y valid with the same shape (any dtype). */
+int check_in_out(const norm_tensor_t *x, const norm_tensor_t *y);
+/* t is NULL, or a valid tensor of exactly the given shape; else `err`. */
+int check_vector(const norm_tensor_t *t, const int64_t *shape, int rank,
+                 int err);
+/* x is (N, C, *): rank >= 2. */
+int check_channels(const norm_tensor_t *x);
+int check_range(size_t begin, size_t end, size_t groups);
+void stats_put(const norm_stats_t *s, size_t g, double mean, double var,
+               double rstd);
+
+#endif

@@ -1,0 +1,50 @@
+/* group.c -- group norm (Wu & He) on (N, C, *): statistics over the C / G
+ * channels of each group of each sample, affine per channel. */
+#include "engine.h"
+
+static int group_check(const norm_tensor_t *x, const norm_tensor_t *weight,
+                       const norm_tensor_t *bias, const norm_group_params_t *p,
+                       const norm_tensor_t *y) {
+  if (p == NULL) return NORM_E_NULL;
+  int err = check_in_out(x, y);
+  if (err == NORM_OK) err = check_channels(x);
+  if (err == NORM_OK) err = check_eps(p->eps);
+  if (err != NORM_OK) return err;
+  if (p->num_groups < 1 || x->shape[1] % p->num_groups != 0)
+    return NORM_E_GROUPS;
+  if ((err = check_vector(weight, &x->shape[1], 1, NORM_E_WEIGHT)) != NORM_OK)
+    return err;
+  return check_vector(bias, &x->shape[1], 1, NORM_E_BIAS);
+}
+
+int64_t norm_group_groups(const norm_tensor_t *x, const norm_group_params_t *p) {
+  if (x == NULL || p == NULL) return NORM_E_NULL;
+  int err = norm_tensor_check(x, NULL, NULL);
+  if (err == NORM_OK) err = check_channels(x);
+  if (err != NORM_OK) return err;
+  if (p->num_groups < 1 || x->shape[1] % p->num_groups != 0)
+    return NORM_E_GROUPS;
+  return (int64_t)layout_groups(x, (size_t)p->num_groups).groups;
+}
+
+/* y = (x - mean_ng) / sqrt(var_ng + eps) * w_c + b_c, per (sample, group) */
+int norm_group_rows(const norm_tensor_t *x, const norm_tensor_t *weight,
+                    const norm_tensor_t *bias, const norm_group_params_t *p,
+                    norm_tensor_t *y, const norm_stats_t *stats, size_t begin,
+                    size_t end) {
+  int err = group_check(x, weight, bias, p, y);
+  if (err != NORM_OK) return err;
+  layout_t l = layout_groups(x, (size_t)p->num_groups);
+  if ((err = check_range(begin, end, l.groups)) != NORM_OK) return err;
+  engine_standardize(x, y, &l, begin, end, p->eps, 0, NORM_EPS_INSIDE_SQRT,
+                     weight, bias, stats);
+  return NORM_OK;
+}
+
+int norm_group(const norm_tensor_t *x, const norm_tensor_t *weight,
+               const norm_tensor_t *bias, const norm_group_params_t *p,
+               norm_tensor_t *y, const norm_stats_t *stats) {
+  int64_t groups = norm_group_groups(x, p);
+  if (groups < 0) return (int)groups;
+  return norm_group_rows(x, weight, bias, p, y, stats, 0, (size_t)groups);
+}

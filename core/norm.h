@@ -1,0 +1,278 @@
+/* norm.h -- the public interface of normd's core library.
+ *
+ * Five normalizations (layer, RMS, batch, group, instance) plus moments, on
+ * plain buffers described by norm_tensor_t. The caller owns every buffer;
+ * nothing here allocates, does I/O, or knows about threads. Every function
+ * returns NORM_OK (0) or a negative norm_err_t code; norm_strerror() names it.
+ */
+#ifndef NORM_H
+#define NORM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- errors --------------------------------------------------------------
+ * One list, one enum. Codes are stable: the server maps each to an HTTP
+ * status and a machine-readable problem code (the lowercase short name). */
+#define NORM_ERRNO_MAP(X)                                                      \
+  X(OK, 0, "ok", "success")                                                    \
+  X(E_NULL, -1, "null_argument", "a required pointer argument is NULL")        \
+  X(E_DTYPE, -2, "unknown_dtype", "unknown or unsupported dtype")              \
+  X(E_RANK, -3, "bad_rank", "tensor rank must be between 1 and 8")             \
+  X(E_DIM, -4, "negative_dim", "tensor dimension is negative")                 \
+  X(E_EMPTY, -5, "empty_tensor", "tensor has a zero-size dimension")           \
+  X(E_OVERFLOW, -6, "size_overflow", "element count or byte size overflows")   \
+  X(E_SHAPE, -7, "shape_mismatch",                                             \
+    "normalized shape does not match the input's trailing dimensions")         \
+  X(E_AXIS, -8, "bad_axis", "axis is out of range for the input's rank")       \
+  X(E_OUTPUT, -9, "output_mismatch", "output tensor shape does not match input") \
+  X(E_WEIGHT, -10, "weight_shape", "weight shape does not match")              \
+  X(E_BIAS, -11, "bias_shape", "bias shape does not match")                    \
+  X(E_RUNNING, -12, "running_stats_shape",                                     \
+    "running_mean / running_var missing or of the wrong shape")                \
+  X(E_GROUPS, -13, "bad_num_groups",                                           \
+    "num_groups must be positive and divide the channel count")                \
+  X(E_EPS, -14, "bad_eps", "eps must be finite and >= 0")                      \
+  X(E_MOMENTUM, -15, "bad_momentum", "momentum must be finite, in [0, 1]")     \
+  X(E_TOO_FEW, -16, "too_few_values",                                          \
+    "expected more than 1 value per channel when training")                    \
+  X(E_CHANNELS, -17, "needs_channels",                                         \
+    "input must have shape (N, C, *) with rank >= 2")                          \
+  X(E_RANGE, -18, "bad_range", "group range [begin, end) is out of bounds")    \
+  X(E_ARG, -19, "bad_argument", "invalid enum or parameter value")
+
+typedef enum {
+#define NORM_ENUM_(name, code, short_name, msg) NORM_##name = code,
+  NORM_ERRNO_MAP(NORM_ENUM_)
+#undef NORM_ENUM_
+} norm_err_t;
+
+/* Human-readable message for a code; never NULL ("unknown error" if not ours). */
+const char *norm_strerror(int err);
+/* Stable lowercase short name ("shape_mismatch"); never NULL. */
+const char *norm_err_name(int err);
+
+/* ---- dtypes and tensors ------------------------------------------------- */
+
+typedef enum {
+  NORM_F32 = 0,
+  NORM_F64 = 1,
+  NORM_F16 = 2,  /* IEEE 754 binary16 */
+  NORM_BF16 = 3, /* bfloat16: the top half of a float32 */
+  NORM_DTYPE_COUNT
+} norm_dtype_t;
+
+/* Bytes per element, or 0 for an unknown dtype. */
+size_t norm_dtype_size(norm_dtype_t dtype);
+/* "float32", "float64", "float16", "bfloat16"; NULL for an unknown dtype. */
+const char *norm_dtype_name(norm_dtype_t dtype);
+/* Parses a name above; returns NORM_OK or NORM_E_DTYPE. */
+int norm_dtype_from_name(const char *name, norm_dtype_t *out);
+
+/* Conversions with round-to-nearest-even; NaN stays NaN (quiet), Inf stays
+ * Inf, overflow rounds to Inf, tiny values to subnormals or signed zero. */
+uint16_t norm_f16_from_float(float f);
+float norm_float_from_f16(uint16_t h);
+uint16_t norm_bf16_from_float(float f);
+float norm_float_from_bf16(uint16_t b);
+
+#define NORM_MAX_RANK 8
+
+/* A dense row-major tensor view. Does not own data. Dimensions are int64_t
+ * so that negative sizes from the network are caught (NORM_E_DIM) rather
+ * than wrapped. */
+typedef struct {
+  norm_dtype_t dtype;
+  int rank;
+  int64_t shape[NORM_MAX_RANK];
+  void *data;
+} norm_tensor_t;
+
+/* Validates dtype, rank and dims, then stores the element count in *numel
+ * and the byte size in *nbytes (either may be NULL). Zero-size dims give
+ * NORM_E_EMPTY; products that overflow size_t (or exceed PTRDIFF_MAX bytes)
+ * give NORM_E_OVERFLOW. data is not looked at. */
+int norm_tensor_check(const norm_tensor_t *t, size_t *numel, size_t *nbytes);
+
+/* Element i of t as a double / stored from a double (rounded to t's dtype).
+ * No bounds checks: for tests, codecs and slow paths, not kernels. */
+double norm_tensor_get(const norm_tensor_t *t, size_t i);
+void norm_tensor_set(norm_tensor_t *t, size_t i, double v);
+
+/* ---- statistics outputs -------------------------------------------------
+ * One entry per normalized group, in double precision. Every pointer may be
+ * NULL when that statistic is not wanted; non-NULL arrays must hold
+ * norm_*_groups() entries (or, with the _rows variants, at least `end`
+ * entries: group g is written at index g). */
+typedef struct {
+  double *mean; /* layer, batch, group, instance */
+  double *var;  /* biased or unbiased as requested (layer); biased otherwise */
+  double *rstd; /* 1 / sqrt(var + eps), or 1 / (std + eps) outside_sqrt */
+  double *rms;  /* rms norm only: sqrt(mean(x^2)) */
+} norm_stats_t;
+
+/* ---- layer norm ---------------------------------------------------------- */
+
+typedef enum { NORM_VAR_BIASED = 0, NORM_VAR_UNBIASED = 1 } norm_variance_t;
+typedef enum {
+  NORM_EPS_INSIDE_SQRT = 0,  /* (x - mean) / sqrt(var + eps)   torch */
+  NORM_EPS_OUTSIDE_SQRT = 1, /* (x - mean) / (sqrt(var) + eps) Annotated Transformer */
+} norm_eps_placement_t;
+
+typedef struct {
+  int normalized_ndim; /* how many trailing dims form one row, 1..rank */
+  double eps;
+  norm_variance_t variance;
+  norm_eps_placement_t eps_placement;
+} norm_layer_params_t;
+
+/* normalized_ndim from a normalized_shape: it must equal x's trailing dims
+ * (NORM_E_SHAPE otherwise). */
+int norm_ndim_from_shape(const norm_tensor_t *x, const int64_t *shape, int n,
+                         int *normalized_ndim);
+/* normalized_ndim from an ONNX-style axis in [-rank, rank): the dims from
+ * axis to the end are normalized. NORM_E_AXIS when out of range. */
+int norm_ndim_from_axis(const norm_tensor_t *x, int64_t axis,
+                        int *normalized_ndim);
+
+/* y = (x - mean) / sqrt(var + eps) * w + b, per row of the trailing dims.
+ * weight and bias are optional (NULL) and have the normalized shape, any
+ * dtype. y has x's shape, any dtype; it may alias x when the dtypes match.
+ * Stats are per row. Groups are rows: norm_layer_groups() of them. */
+int norm_layer(const norm_tensor_t *x, const norm_tensor_t *weight,
+               const norm_tensor_t *bias, const norm_layer_params_t *p,
+               norm_tensor_t *y, const norm_stats_t *stats);
+int norm_layer_rows(const norm_tensor_t *x, const norm_tensor_t *weight,
+                    const norm_tensor_t *bias, const norm_layer_params_t *p,
+                    norm_tensor_t *y, const norm_stats_t *stats, size_t begin,
+                    size_t end);
+/* Number of rows (independent groups), or a negative error. */
+int64_t norm_layer_groups(const norm_tensor_t *x, const norm_layer_params_t *p);
+
+/* ---- RMS norm ------------------------------------------------------------ */
+
+typedef struct {
+  int normalized_ndim;
+  double eps;
+} norm_rms_params_t;
+
+/* y = x / sqrt(mean(x^2) + eps) * w, per row. Fills stats->rms and
+ * stats->rstd (mean and var are ignored). Otherwise as norm_layer. */
+int norm_rms(const norm_tensor_t *x, const norm_tensor_t *weight,
+             const norm_rms_params_t *p, norm_tensor_t *y,
+             const norm_stats_t *stats);
+int norm_rms_rows(const norm_tensor_t *x, const norm_tensor_t *weight,
+                  const norm_rms_params_t *p, norm_tensor_t *y,
+                  const norm_stats_t *stats, size_t begin, size_t end);
+int64_t norm_rms_groups(const norm_tensor_t *x, const norm_rms_params_t *p);
+
+/* ---- batch norm ---------------------------------------------------------- */
+
+typedef enum { NORM_TRAIN = 0, NORM_EVAL = 1 } norm_mode_t;
+
+typedef struct {
+  norm_mode_t mode;
+  double eps;
+  /* Train mode with running stats: running = (1 - f) * running + f * batch,
+   * batch var unbiased (n / (n - 1)). f = momentum, or when cumulative is
+   * set, f = 1 / num_batches_tracked after it has been incremented (the
+   * caller increments it once per batch; see norm_batch()). */
+  double momentum;
+  int cumulative;
+  int64_t num_batches_tracked;
+} norm_batch_params_t;
+
+/* Train: y = (x - mean_c) / sqrt(var_c + eps) * w_c + b_c with mean_c, var_c
+ * (biased) over N and all spatial positions of channel c; running_mean and
+ * running_var (both or neither, shape (C)) are updated in place. N * spatial
+ * == 1 is NORM_E_TOO_FEW.
+ * Eval: the same formula with mean_c = running_mean, var_c = running_var
+ * (both required, NORM_E_RUNNING otherwise); stats report them.
+ * Groups are channels. */
+int norm_batch(const norm_tensor_t *x, const norm_tensor_t *weight,
+               const norm_tensor_t *bias, norm_tensor_t *running_mean,
+               norm_tensor_t *running_var, const norm_batch_params_t *p,
+               norm_tensor_t *y, const norm_stats_t *stats);
+int norm_batch_rows(const norm_tensor_t *x, const norm_tensor_t *weight,
+                    const norm_tensor_t *bias, norm_tensor_t *running_mean,
+                    norm_tensor_t *running_var, const norm_batch_params_t *p,
+                    norm_tensor_t *y, const norm_stats_t *stats, size_t begin,
+                    size_t end);
+int64_t norm_batch_groups(const norm_tensor_t *x);
+
+/* ---- group norm ---------------------------------------------------------- */
+
+typedef struct {
+  int64_t num_groups;
+  double eps;
+} norm_group_params_t;
+
+/* y = (x - mean_ng) / sqrt(var_ng + eps) * w_c + b_c, statistics over the
+ * C / G channels of group g (and all spatial positions) of sample n; weight
+ * and bias per channel (C). Groups are (n, g) pairs: N * G of them, index
+ * n * G + g. */
+int norm_group(const norm_tensor_t *x, const norm_tensor_t *weight,
+               const norm_tensor_t *bias, const norm_group_params_t *p,
+               norm_tensor_t *y, const norm_stats_t *stats);
+int norm_group_rows(const norm_tensor_t *x, const norm_tensor_t *weight,
+                    const norm_tensor_t *bias, const norm_group_params_t *p,
+                    norm_tensor_t *y, const norm_stats_t *stats, size_t begin,
+                    size_t end);
+int64_t norm_group_groups(const norm_tensor_t *x, const norm_group_params_t *p);
+
+/* ---- instance norm ------------------------------------------------------- */
+
+typedef struct {
+  double eps;
+} norm_instance_params_t;
+
+/* y = (x - mean_nc) / sqrt(var_nc + eps) * w_c + b_c, statistics over the
+ * spatial positions of each (n, c). Groups: N * C, index n * C + c. */
+int norm_instance(const norm_tensor_t *x, const norm_tensor_t *weight,
+                  const norm_tensor_t *bias, const norm_instance_params_t *p,
+                  norm_tensor_t *y, const norm_stats_t *stats);
+int norm_instance_rows(const norm_tensor_t *x, const norm_tensor_t *weight,
+                       const norm_tensor_t *bias,
+                       const norm_instance_params_t *p, norm_tensor_t *y,
+                       const norm_stats_t *stats, size_t begin, size_t end);
+int64_t norm_instance_groups(const norm_tensor_t *x);
+
+/* ---- moments ------------------------------------------------------------- */
+
+typedef enum {
+  NORM_MOMENTS_ROWS = 0,     /* per row of the trailing normalized_ndim dims */
+  NORM_MOMENTS_CHANNELS = 1, /* per channel c of (N, C, *), as batch norm */
+} norm_moments_layout_t;
+
+typedef struct {
+  norm_moments_layout_t layout;
+  int normalized_ndim; /* ROWS only */
+} norm_moments_params_t;
+
+/* Partial moments of one group: count, mean, and M2 = sum((x - mean)^2). */
+typedef struct {
+  double count;
+  double mean;
+  double m2;
+} norm_moments_t;
+
+/* Fills out[g] for every group g (norm_moments_groups() of them). */
+int norm_moments(const norm_tensor_t *x, const norm_moments_params_t *p,
+                 norm_moments_t *out);
+int norm_moments_rows(const norm_tensor_t *x, const norm_moments_params_t *p,
+                      norm_moments_t *out, size_t begin, size_t end);
+int64_t norm_moments_groups(const norm_tensor_t *x,
+                            const norm_moments_params_t *p);
+
+/* Chan et al.'s pairwise merge: *acc becomes the moments of the union of
+ * acc's and part's samples. An empty side (count 0) leaves the other. */
+void norm_moments_merge(norm_moments_t *acc, const norm_moments_t *part);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* NORM_H */

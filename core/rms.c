@@ -1,0 +1,50 @@
+/* rms.c -- RMS norm (Zhang & Sennrich; Llama's RMSNorm) over trailing dims. */
+#include <math.h>
+
+#include "engine.h"
+
+static int rms_check(const norm_tensor_t *x, const norm_tensor_t *weight,
+                     const norm_rms_params_t *p, const norm_tensor_t *y) {
+  if (p == NULL) return NORM_E_NULL;
+  int err = check_in_out(x, y);
+  if (err == NORM_OK && (p->normalized_ndim < 1 || p->normalized_ndim > x->rank))
+    err = NORM_E_ARG;
+  if (err == NORM_OK) err = check_eps(p->eps);
+  if (err == NORM_OK)
+    err = check_vector(weight, x->shape + x->rank - p->normalized_ndim,
+                       p->normalized_ndim, NORM_E_WEIGHT);
+  return err;
+}
+
+int64_t norm_rms_groups(const norm_tensor_t *x, const norm_rms_params_t *p) {
+  if (p == NULL) return NORM_E_NULL;
+  norm_layer_params_t lp = {.normalized_ndim = p->normalized_ndim};
+  return norm_layer_groups(x, &lp);
+}
+
+/* y = x / sqrt(mean(x^2) + eps) * w, per row */
+int norm_rms_rows(const norm_tensor_t *x, const norm_tensor_t *weight,
+                  const norm_rms_params_t *p, norm_tensor_t *y,
+                  const norm_stats_t *stats, size_t begin, size_t end) {
+  int err = rms_check(x, weight, p, y);
+  if (err != NORM_OK) return err;
+  layout_t l = layout_rows(x, p->normalized_ndim);
+  if ((err = check_range(begin, end, l.groups)) != NORM_OK) return err;
+  for (size_t g = begin; g < end; g++) {
+    double ms = engine_sumsq(x, &l, g) / (double)layout_count(&l);
+    double rstd = engine_rstd(ms, p->eps);
+    engine_apply(x, y, &l, g, 0.0, engine_scale(ms, p->eps, rstd), weight,
+                 NULL);
+    if (stats && stats->rms) stats->rms[g] = sqrt(ms);
+    if (stats && stats->rstd) stats->rstd[g] = rstd;
+  }
+  return NORM_OK;
+}
+
+int norm_rms(const norm_tensor_t *x, const norm_tensor_t *weight,
+             const norm_rms_params_t *p, norm_tensor_t *y,
+             const norm_stats_t *stats) {
+  int64_t groups = norm_rms_groups(x, p);
+  if (groups < 0) return (int)groups;
+  return norm_rms_rows(x, weight, p, y, stats, 0, (size_t)groups);
+}

@@ -1,0 +1,23 @@
+/* suites.h -- every Check suite of the unit test binary, one line each.
+ * A new tests/unit/check_<name>.c defines `Suite *<name>_suite(void)` and
+ * adds X(<name>) here. */
+#ifndef TESTS_SUITES_H
+#define TESTS_SUITES_H
+#include <check.h>
+
+#define UNIT_SUITES(X)                                                         \
+  X(errors)                                                                    \
+  X(dtype)                                                                     \
+  X(tensor)                                                                    \
+  X(norm_layer)                                                                \
+  X(norm_rms)                                                                  \
+  X(norm_batch)                                                                \
+  X(norm_group)                                                                \
+  X(norm_instance)                                                             \
+  X(moments)                                                                   \
+  X(torch_fixtures)
+
+#define UNIT_DECLARE_(name) Suite *name##_suite(void);
+UNIT_SUITES(UNIT_DECLARE_)
+#undef UNIT_DECLARE_
+#endif
