@@ -7,29 +7,60 @@ WARN := -Wall -Wextra -Werror
 CFLAGS ?= -std=c11 $(OPTIMIZATION) $(WARN) -g -D_GNU_SOURCE $(CFLAGS_EXTRA)
 PKG_CONFIG ?= pkg-config
 BUILD := build
+VERSION := 0.1.0
+REVISION := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
 
 CORE_SRC := $(wildcard core/*.c)
 CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/%.o)
 CORE_LIB := $(BUILD)/libnormcore.a
 
+SERVER_PKGS := libmicrohttpd jansson libuv
+SERVER_CFLAGS = $(shell $(PKG_CONFIG) --cflags $(SERVER_PKGS) 2>/dev/null) \
+                -DNORMD_VERSION='"$(VERSION)"' -DNORMD_REVISION='"$(REVISION)"'
+SERVER_LIBS = $(shell $(PKG_CONFIG) --libs $(SERVER_PKGS) 2>/dev/null) -lpthread -lm
+SERVER_SRC := $(filter-out server/main.c,$(wildcard server/*.c))
+SERVER_OBJ := $(SERVER_SRC:%.c=$(BUILD)/%.o)
+SERVER_LIB := $(BUILD)/libnormd.a
+NORMD := $(BUILD)/normd
+
 UNIT_SRC := $(wildcard tests/unit/check_*.c)
 UNIT_BIN := $(BUILD)/check_unit
-CHECK_LIBS := $(shell $(PKG_CONFIG) --libs check 2>/dev/null) $(shell $(PKG_CONFIG) --libs jansson 2>/dev/null)
+CHECK_LIBS = $(shell $(PKG_CONFIG) --libs check 2>/dev/null)
 
-.PHONY: all test unit-test clean deps fixtures
+.PHONY: all run test unit-test clean deps fixtures
 
-all: $(CORE_LIB) $(UNIT_BIN)
+all: $(NORMD) $(UNIT_BIN)
 
-$(BUILD)/%.o: %.c
+$(BUILD)/core/%.o: core/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Icore -MMD -MP -c $< -o $@
 
-$(CORE_LIB): $(CORE_OBJ)
+$(BUILD)/server/%.o: server/%.c
 	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(SERVER_CFLAGS) -Icore -Iserver -MMD -MP -c $< -o $@
+
+$(BUILD)/tests/%.o: tests/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(SERVER_CFLAGS) -Icore -Iserver -MMD -MP -c $< -o $@
+
+$(CORE_LIB): $(CORE_OBJ)
 	$(AR) rcs $@ $^
 
-$(UNIT_BIN): $(UNIT_SRC:%.c=$(BUILD)/%.o) $(CORE_LIB)
-	$(CC) $(CFLAGS) -o $@ $^ $(CHECK_LIBS) -lm
+$(SERVER_LIB): $(SERVER_OBJ)
+	$(AR) rcs $@ $^
+
+$(NORMD): $(BUILD)/server/main.o $(SERVER_LIB) $(CORE_LIB)
+	$(CC) $(CFLAGS) -o $@ $^ $(SERVER_LIBS)
+
+$(UNIT_BIN): $(UNIT_SRC:%.c=$(BUILD)/%.o) $(SERVER_LIB) $(CORE_LIB)
+	$(CC) $(CFLAGS) -o $@ $^ $(CHECK_LIBS) $(SERVER_LIBS)
+
+deps:
+	@scripts/install-deps.sh build
+
+run: deps
+	$(MAKE) $(NORMD)
+	./$(NORMD) --config config/normd.json
 
 unit-test: $(UNIT_BIN)
 	./$(UNIT_BIN)
@@ -38,6 +69,7 @@ test: unit-test
 
 # Regenerates tests/fixtures/torch_fixtures.json (needs Debian's python3-torch).
 fixtures:
+	@scripts/install-deps.sh fixtures
 	/usr/bin/python3 tests/fixtures/gen_torch_fixtures.py > tests/fixtures/torch_fixtures.json
 
 clean:

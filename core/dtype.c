@@ -1,6 +1,7 @@
 /* dtype.c -- element types: sizes, names, and the float16 / bfloat16
  * conversions (round-to-nearest-even, NaN and Inf preserved) that every
  * kernel and codec uses. Pure bit manipulation; no FPU mode assumptions. */
+#include <math.h>
 #include <string.h>
 
 #include "norm.h"
@@ -99,3 +100,23 @@ uint16_t norm_bf16_from_float(float f) {
 }
 
 float norm_float_from_bf16(uint16_t b) { return bits_float((uint32_t)b << 16); }
+
+/* double -> float rounded to odd: truncate toward zero, then set the last
+ * bit if anything was lost. A second rounding of this float to a format
+ * with at least two fewer bits equals rounding d once (the classic
+ * round-to-odd argument), so the half conversions below are exact. */
+static float float_round_to_odd(double d) {
+  float f = (float)d;
+  if ((double)f == d || isnan(d)) return f;
+  if (fabs((double)f) > fabs(d)) f = nextafterf(f, 0.0f);
+  uint32_t u = float_bits(f) | 1u;
+  return bits_float(u);
+}
+
+uint16_t norm_f16_from_double(double d) {
+  return norm_f16_from_float(float_round_to_odd(d));
+}
+
+uint16_t norm_bf16_from_double(double d) {
+  return norm_bf16_from_float(float_round_to_odd(d));
+}

@@ -84,12 +84,12 @@ static void store_block(norm_tensor_t *t, size_t off, size_t n,
   case NORM_F64: memcpy((double *)t->data + off, src, n * sizeof *src); break;
   case NORM_F16: {
     uint16_t *p = (uint16_t *)t->data + off;
-    for (size_t i = 0; i < n; i++) p[i] = norm_f16_from_float((float)src[i]);
+    for (size_t i = 0; i < n; i++) p[i] = norm_f16_from_double(src[i]);
     break;
   }
   case NORM_BF16: {
     uint16_t *p = (uint16_t *)t->data + off;
-    for (size_t i = 0; i < n; i++) p[i] = norm_bf16_from_float((float)src[i]);
+    for (size_t i = 0; i < n; i++) p[i] = norm_bf16_from_double(src[i]);
     break;
   }
   default: break;

@@ -79,6 +79,10 @@ uint16_t norm_f16_from_float(float f);
 float norm_float_from_f16(uint16_t h);
 uint16_t norm_bf16_from_float(float f);
 float norm_float_from_bf16(uint16_t b);
+/* Narrowing straight from double, rounded once (no double rounding through
+ * float): what kernels and codecs use for half-precision outputs. */
+uint16_t norm_f16_from_double(double d);
+uint16_t norm_bf16_from_double(double d);
 
 #define NORM_MAX_RANK 8
 

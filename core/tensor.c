@@ -40,8 +40,8 @@ void norm_tensor_set(norm_tensor_t *t, size_t i, double v) {
   switch (t->dtype) {
   case NORM_F32: ((float *)t->data)[i] = (float)v; break;
   case NORM_F64: ((double *)t->data)[i] = v; break;
-  case NORM_F16: ((uint16_t *)t->data)[i] = norm_f16_from_float((float)v); break;
-  case NORM_BF16: ((uint16_t *)t->data)[i] = norm_bf16_from_float((float)v); break;
+  case NORM_F16: ((uint16_t *)t->data)[i] = norm_f16_from_double(v); break;
+  case NORM_BF16: ((uint16_t *)t->data)[i] = norm_bf16_from_double(v); break;
   default: break;
   }
 }

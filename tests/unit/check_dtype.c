@@ -132,6 +132,42 @@ START_TEST(test_special_values) {
 }
 END_TEST
 
+/* Narrowing straight from double is rounded once: compare with GCC's
+ * double -> _Float16 conversion, and with a brute-force bfloat16 nearest. */
+START_TEST(test_from_double_single_rounding) {
+  uint64_t seed = 99;
+  for (int i = 0; i < 1000000; i++) {
+    /* values near half / bfloat16 ties, the cases double rounding breaks */
+    double base = norm_float_from_f16((uint16_t)(tu_rand_u64(&seed) & 0x7BFFu));
+    double d = base * (1.0 + 0x1p-11 + (double)(int64_t)(tu_rand_u64(&seed) % 2001 - 1000) * 0x1p-40);
+    _Float16 ref = (_Float16)d;
+    uint16_t want;
+    memcpy(&want, &ref, sizeof want);
+    if (norm_f16_from_double(d) != want)
+      ck_abort_msg("f16_from_double(%a) = %04x, want %04x", d,
+                   norm_f16_from_double(d), want);
+    double bb = norm_float_from_bf16((uint16_t)(tu_rand_u64(&seed) & 0x7F7Fu));
+    double e = bb * (1.0 + 0x1p-8 + (double)(int64_t)(tu_rand_u64(&seed) % 2001 - 1000) * 0x1p-40);
+    uint16_t got = norm_bf16_from_double(e);
+    /* nearest by brute force over the two neighbours */
+    uint16_t lo = norm_bf16_from_float((float)e) , best = lo;
+    double err = fabs(e - norm_float_from_bf16(lo));
+    for (int k = -1; k <= 1; k += 2) {
+      uint16_t c = (uint16_t)(lo + k);
+      double ce = fabs(e - norm_float_from_bf16(c));
+      if (ce < err || (ce == err && !(c & 1u))) { best = c; err = ce; }
+    }
+    if (got != best)
+      ck_abort_msg("bf16_from_double(%a) = %04x, want %04x", e, got, best);
+  }
+  ck_assert(isnan(norm_float_from_f16(norm_f16_from_double(NAN))));
+  ck_assert_uint_eq(norm_f16_from_double(1e300), 0x7C00u);
+  ck_assert_uint_eq(norm_bf16_from_double(-1e300), 0xFF80u);
+  ck_assert_uint_eq(norm_f16_from_double(1.0 + 0x1p-11 + 0x1p-40), 0x3C01u);
+  ck_assert_uint_eq(norm_bf16_from_double(1.0 + 0x1p-8 + 0x1p-40), 0x3F81u);
+}
+END_TEST
+
 Suite *dtype_suite(void) {
   Suite *s = suite_create("dtype");
   TCase *tc = tcase_create("Core");
@@ -141,6 +177,7 @@ Suite *dtype_suite(void) {
   tcase_add_test(tc, test_f16_rounding);
   tcase_add_test(tc, test_bf16_rounding);
   tcase_add_test(tc, test_special_values);
+  tcase_add_test(tc, test_from_double_single_rounding);
   suite_add_tcase(s, tc);
   return s;
 }

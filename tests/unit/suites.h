@@ -15,7 +15,10 @@
   X(norm_group)                                                                \
   X(norm_instance)                                                             \
   X(moments)                                                                   \
-  X(torch_fixtures)
+  X(torch_fixtures)                                                            \
+  X(fmt)                                                                       \
+  X(metrics)                                                                   \
+  X(config)
 
 #define UNIT_DECLARE_(name) Suite *name##_suite(void);
 UNIT_SUITES(UNIT_DECLARE_)

@@ -1,0 +1,71 @@
+/* codec.c -- the table of wire formats and content negotiation. */
+#include "codec.h"
+
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+static const codec_t *const codecs[] = {&codec_json};
+enum { NCODECS = sizeof codecs / sizeof codecs[0] };
+
+/* Length of the media type at s, without parameters or surrounding space. */
+static size_t media_type_span(const char *s, const char **start) {
+  while (*s == ' ' || *s == '\t') s++;
+  *start = s;
+  size_t n = strcspn(s, ";,");
+  while (n > 0 && isspace((unsigned char)s[n - 1])) n--;
+  return n;
+}
+
+static const codec_t *codec_matching(const char *type, size_t n) {
+  for (int i = 0; i < NCODECS; i++) {
+    const char *mt = codecs[i]->media_type;
+    if (strlen(mt) == n && strncasecmp(mt, type, n) == 0) return codecs[i];
+  }
+  return NULL;
+}
+
+const codec_t *codec_for_content_type(const char *content_type) {
+  if (content_type == NULL) return &codec_json;
+  const char *type;
+  size_t n = media_type_span(content_type, &type);
+  if (n == 0) return &codec_json;
+  return codec_matching(type, n);
+}
+
+/* The q value among the parameters [params, end) of one Accept element
+ * (1 when absent); params is NULL or points at the first ';'. */
+static double quality(const char *params, const char *end) {
+  const char *p = params;
+  while (p != NULL && p < end) {
+    p++; /* past ';' */
+    while (p < end && *p == ' ') p++;
+    if (end - p >= 2 && (*p == 'q' || *p == 'Q') && p[1] == '=')
+      return strtod(p + 2, NULL);
+    p = memchr(p, ';', (size_t)(end - p));
+  }
+  return 1.0;
+}
+
+const codec_t *codec_for_accept(const char *accept,
+                                const codec_t *request_codec) {
+  if (accept == NULL || accept[strspn(accept, " \t")] == '\0')
+    return request_codec;
+  const char *s = accept;
+  while (*s) {
+    const char *type;
+    size_t n = media_type_span(s, &type);
+    const char *end = type + strcspn(type, ",");
+    const char *params = memchr(type, ';', (size_t)(end - type));
+    if (n > 0 && quality(params, end) > 0) {
+      if ((n == 3 && strncmp(type, "*/*", 3) == 0) ||
+          (n == 13 && strncasecmp(type, "application/*", 13) == 0))
+        return request_codec;
+      const codec_t *c = codec_matching(type, n);
+      if (c) return c;
+    }
+    s = *end ? end + 1 : end;
+  }
+  return NULL;
+}

@@ -1,0 +1,542 @@
+/* http.c -- the libmicrohttpd front: routing, body accumulation with limits,
+ * CORS, small GET routes, and the hand-off of compute requests to the pool.
+ *
+ * DESIGN. The access handler never parses a body. For a compute route it
+ * accumulates the body (413 on Content-Length before reading, or as soon as
+ * a chunked body passes the limit), reserves a pool slot (503 + Retry-After
+ * when full), suspends the connection and submits a job. The worker runs
+ * service_handle(); the loop thread stores the reply on the connection and
+ * resumes it; MHD calls the handler again, which queues the reply. Every
+ * request ends in on_completed(), which logs, counts and frees.
+ */
+#include "http.h"
+
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "buf.h"
+#include "log.h"
+#include "metrics.h"
+#include "norm.h"
+#include "pool.h"
+#include "problem.h"
+#include "router.h"
+#include "service.h"
+
+struct server {
+  struct MHD_Daemon *mhd;
+  pool_t *pool;
+  const config_t *cfg;
+  limits_t limits;
+  atomic_int draining;
+  atomic_long active; /* requests begun and not completed */
+  uint16_t port;
+};
+
+/* One HTTP request's state, owned by MHD's per-request pointer: created on
+ * the first handler call, freed in on_completed(). While suspended, only the
+ * job's done callback touches it (then resumes). */
+typedef struct {
+  server_t *srv;
+  struct MHD_Connection *mhd_conn;
+  const route_t *route;
+  char method[16];
+  char path[128];
+  struct timespec start;
+  char *body;
+  size_t len, cap;
+  uint64_t bytes_in;
+  int reply_ready; /* reply holds the answer to queue */
+  reply_t reply;
+  int status_sent;
+  uint64_t bytes_out;
+} request_state_t;
+
+/* A compute request crossing the pool. The HTTP thread creates it and moves
+ * the body into it; the worker fills `reply` and frees the body; the done
+ * callback moves the reply to the request state, resumes the connection and
+ * frees the job. */
+typedef struct {
+  pool_job_t base;
+  request_state_t *rs;
+  char *body;
+  size_t len;
+  op_t op;
+  char content_type[256];
+  char accept[256];
+  int has_content_type, has_accept;
+  limits_t limits;
+  reply_t reply;
+} job_t;
+
+static double elapsed_s(const struct timespec *since) {
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return (double)(now.tv_sec - since->tv_sec) +
+         (double)(now.tv_nsec - since->tv_nsec) * 1e-9;
+}
+
+static const char *header(struct MHD_Connection *c, const char *name) {
+  return MHD_lookup_connection_value(c, MHD_HEADER_KIND, name);
+}
+
+/* ---- replies ---- */
+
+static void problem_now(request_state_t *rs, int status, const char *code,
+                        const char *fmt, const char *arg) {
+  problem_t p;
+  memset(&p, 0, sizeof p);
+  problem_set(&p, status, code, NULL, fmt, arg);
+  problem_reply(&p, &rs->reply);
+  rs->reply_ready = 1;
+}
+
+/* Whether origin may call us: "*" allows all; else a listed origin. */
+static int origin_allowed(const char *origins, const char *origin) {
+  if (origins[0] == '\0' || origin == NULL) return 0;
+  if (strcmp(origins, "*") == 0) return 1;
+  size_t n = strlen(origin);
+  for (const char *p = origins; *p;) {
+    while (*p == ' ' || *p == ',') p++;
+    size_t len = strcspn(p, ",");
+    size_t trimmed = len;
+    while (trimmed > 0 && p[trimmed - 1] == ' ') trimmed--;
+    if (trimmed == n && strncmp(p, origin, n) == 0) return 1;
+    p += len;
+  }
+  return 0;
+}
+
+static void add_cors(request_state_t *rs, struct MHD_Response *resp) {
+  const char *origins = rs->srv->cfg->cors_origins;
+  const char *origin = header(rs->mhd_conn, "Origin");
+  if (!origin_allowed(origins, origin)) return;
+  if (strcmp(origins, "*") == 0) {
+    MHD_add_response_header(resp, "Access-Control-Allow-Origin", "*");
+  } else {
+    MHD_add_response_header(resp, "Access-Control-Allow-Origin", origin);
+    MHD_add_response_header(resp, "Vary", "Origin");
+  }
+  MHD_add_response_header(resp, "Access-Control-Expose-Headers",
+                          "Retry-After, Inference-Header-Content-Length");
+  if (strcmp(rs->method, "OPTIONS") == 0 && rs->route != NULL) {
+    MHD_add_response_header(resp, "Access-Control-Allow-Methods",
+                            rs->route->allow);
+    const char *asked =
+        header(rs->mhd_conn, "Access-Control-Request-Headers");
+    MHD_add_response_header(resp, "Access-Control-Allow-Headers",
+                            asked ? asked : "Content-Type, Accept");
+    MHD_add_response_header(resp, "Access-Control-Max-Age", "600");
+  }
+}
+
+static enum MHD_Result send_reply(request_state_t *rs) {
+  reply_t *r = &rs->reply;
+  struct MHD_Response *resp = MHD_create_response_from_buffer(
+      r->len, r->body, MHD_RESPMEM_MUST_FREE);
+  if (resp == NULL) return MHD_NO;
+  r->body = NULL; /* MHD owns it now */
+  if (r->content_type)
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, r->content_type);
+  if (r->retry_after_s > 0) {
+    char s[16];
+    snprintf(s, sizeof s, "%d", r->retry_after_s);
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, s);
+  }
+  if (r->allow) MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, r->allow);
+  if (r->close) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+  add_cors(rs, resp);
+  rs->status_sent = r->status;
+  rs->bytes_out = r->len;
+  enum MHD_Result ok = MHD_queue_response(rs->mhd_conn, (unsigned)r->status, resp);
+  MHD_destroy_response(resp);
+  return ok;
+}
+
+/* ---- small GET routes, answered on the HTTP thread ---- */
+
+static void read_file_reply(request_state_t *rs, const char *path,
+                            const char *content_type) {
+  FILE *f = fopen(path, "rb");
+  char *data = NULL;
+  long size = -1;
+  if (f && fseek(f, 0, SEEK_END) == 0 && (size = ftell(f)) >= 0 &&
+      fseek(f, 0, SEEK_SET) == 0 && (data = malloc((size_t)size + 1)) != NULL &&
+      fread(data, 1, (size_t)size, f) == (size_t)size) {
+    reply_free(&rs->reply);
+    rs->reply = (reply_t){.status = 200, .content_type = content_type,
+                          .body = data, .len = (size_t)size};
+    rs->reply_ready = 1;
+  } else {
+    free(data);
+    problem_now(rs, 404, "not_found", "%s is not available on this server", path);
+  }
+  if (f) fclose(f);
+}
+
+static void info_reply(request_state_t *rs) {
+  const config_t *cfg = rs->srv->cfg;
+  buf_t b;
+  buf_init(&b);
+  buf_printf(&b,
+             "{\"name\":\"normd\",\"version\":\"%s\",\"revision\":\"%s\","
+             "\"limits\":{\"max_body_bytes\":%lld,\"max_elements\":%lld,"
+             "\"max_inflight\":%lld,\"max_json_depth\":%lld,\"max_rank\":%d},"
+             "\"threads\":%lld,\"dtypes\":[",
+             NORMD_VERSION, NORMD_REVISION, (long long)cfg->max_body_bytes,
+             (long long)cfg->max_elements, (long long)cfg->max_inflight,
+             (long long)cfg->max_json_depth, NORM_MAX_RANK,
+             (long long)cfg->threads);
+  for (int d = 0; d < NORM_DTYPE_COUNT; d++)
+    buf_printf(&b, "%s\"%s\"", d ? "," : "", norm_dtype_name((norm_dtype_t)d));
+  buf_puts(&b, "],\"norms\":[\"layer\",\"rms\",\"batch\",\"group\",\"instance\"],"
+               "\"content_types\":[\"application/json\"],\"routes\":[");
+  for (size_t i = 0; i < router_count; i++)
+    buf_printf(&b, "%s{\"path\":\"%s\",\"methods\":\"%s\"}", i ? "," : "",
+               router_routes[i].path, router_routes[i].allow);
+  buf_puts(&b, "]}");
+  size_t len;
+  char *body = buf_steal(&b, &len);
+  if (body == NULL) {
+    problem_now(rs, 500, "out_of_memory", "%s", "out of memory");
+    return;
+  }
+  reply_free(&rs->reply);
+  rs->reply = (reply_t){.status = 200, .content_type = "application/json",
+                        .body = body, .len = len};
+  rs->reply_ready = 1;
+}
+
+static void get_reply(request_state_t *rs) {
+  server_t *srv = rs->srv;
+  char path[1100];
+  switch (rs->route->handler) {
+  case H_HEALTHZ:
+    reply_text(&rs->reply, 200, "application/json", "{\"status\":\"ok\"}");
+    rs->reply_ready = 1;
+    break;
+  case H_READYZ:
+    if (atomic_load(&srv->draining)) {
+      problem_now(rs, 503, "draining", "%s", "normd is shutting down");
+      rs->reply.retry_after_s = (int)srv->cfg->retry_after_s;
+    } else {
+      reply_text(&rs->reply, 200, "application/json", "{\"status\":\"ready\"}");
+      rs->reply_ready = 1;
+    }
+    break;
+  case H_METRICS: {
+    char *text = metrics_render();
+    if (text == NULL) {
+      problem_now(rs, 500, "out_of_memory", "%s", "out of memory");
+      break;
+    }
+    reply_free(&rs->reply);
+    rs->reply = (reply_t){.status = 200,
+                          .content_type = "text/plain; version=0.0.4; charset=utf-8",
+                          .body = text, .len = strlen(text)};
+    rs->reply_ready = 1;
+    break;
+  }
+  case H_INFO: info_reply(rs); break;
+  case H_OPENAPI:
+    read_file_reply(rs, srv->cfg->openapi_path, "application/yaml");
+    break;
+  case H_WEB:
+    snprintf(path, sizeof path, "%s/index.html", srv->cfg->web_root);
+    read_file_reply(rs, path, "text/html; charset=utf-8");
+    break;
+  case H_COMPUTE: break; /* not a GET route */
+  }
+}
+
+static void preflight_reply(request_state_t *rs) {
+  reply_free(&rs->reply);
+  rs->reply = (reply_t){.status = 204};
+  rs->reply_ready = 1;
+}
+
+/* ---- the compute path ---- */
+
+static void job_run(pool_job_t *base) {
+  job_t *job = (job_t *)base;
+  service_input_t in = {
+      .op = job->op, .body = job->body, .len = job->len,
+      .content_type = job->has_content_type ? job->content_type : NULL,
+      .accept = job->has_accept ? job->accept : NULL};
+  service_handle(&in, &job->limits, &job->reply);
+  free(job->body);
+  job->body = NULL;
+}
+
+static void job_done(pool_job_t *base) {
+  job_t *job = (job_t *)base;
+  request_state_t *rs = job->rs;
+  reply_free(&rs->reply);
+  rs->reply = job->reply;
+  rs->reply_ready = 1;
+  struct MHD_Connection *c = rs->mhd_conn;
+  free(job);
+  MHD_resume_connection(c);
+}
+
+static void copy_header(char *dst, size_t cap, int *has, const char *value) {
+  *has = value != NULL;
+  snprintf(dst, cap, "%s", value ? value : "");
+}
+
+/* Body complete: hand it to the pool, or answer 503 at once. */
+static enum MHD_Result submit_compute(request_state_t *rs) {
+  server_t *srv = rs->srv;
+  if (pool_try_reserve(srv->pool) != 0) {
+    problem_now(rs, 503, "overloaded",
+                "%s", "too many requests in flight; retry after a moment");
+    rs->reply.retry_after_s = (int)srv->cfg->retry_after_s;
+    return send_reply(rs);
+  }
+  job_t *job = calloc(1, sizeof *job);
+  if (job == NULL) {
+    pool_release(srv->pool);
+    problem_now(rs, 500, "out_of_memory", "%s", "out of memory");
+    return send_reply(rs);
+  }
+  job->base.run = job_run;
+  job->base.done = job_done;
+  job->rs = rs;
+  job->op = rs->route->op;
+  job->body = rs->body; /* moves */
+  job->len = rs->len;
+  rs->body = NULL;
+  job->limits = srv->limits;
+  copy_header(job->content_type, sizeof job->content_type,
+              &job->has_content_type,
+              header(rs->mhd_conn, MHD_HTTP_HEADER_CONTENT_TYPE));
+  copy_header(job->accept, sizeof job->accept, &job->has_accept,
+              header(rs->mhd_conn, MHD_HTTP_HEADER_ACCEPT));
+  MHD_suspend_connection(rs->mhd_conn);
+  pool_submit(srv->pool, &job->base);
+  return MHD_YES;
+}
+
+static int append_body(request_state_t *rs, const char *data, size_t n) {
+  if (rs->len + n > rs->cap) {
+    size_t cap = rs->cap ? rs->cap : 4096;
+    while (cap < rs->len + n) cap *= 2;
+    char *p = realloc(rs->body, cap);
+    if (p == NULL) return -1;
+    rs->body = p;
+    rs->cap = cap;
+  }
+  memcpy(rs->body + rs->len, data, n);
+  rs->len += n;
+  return 0;
+}
+
+static void too_large(request_state_t *rs) {
+  char limit[32];
+  snprintf(limit, sizeof limit, "%lld", (long long)rs->srv->cfg->max_body_bytes);
+  problem_now(rs, 413, "body_too_large",
+              "request body larger than max_body_bytes (%s bytes)", limit);
+  rs->reply.close = 1;
+}
+
+/* Decides on the first call, before any body byte is read, whether the
+ * request can be answered at once (404, 405, OPTIONS, 413 by
+ * Content-Length, 503 while draining, GET routes). */
+static void first_call(request_state_t *rs, const char *url, const char *method) {
+  server_t *srv = rs->srv;
+  rs->route = router_match(url);
+  if (rs->route == NULL) {
+    problem_now(rs, 404, "not_found", "no route %s; see GET /v1/info", url);
+    return;
+  }
+  if (!router_allows(rs->route, method)) {
+    problem_now(rs, 405, "method_not_allowed", "%s is not allowed here", method);
+    rs->reply.allow = rs->route->allow;
+    return;
+  }
+  if (strcmp(method, "OPTIONS") == 0) {
+    preflight_reply(rs);
+    return;
+  }
+  if (rs->route->handler != H_COMPUTE) {
+    get_reply(rs);
+    return;
+  }
+  if (atomic_load(&srv->draining)) {
+    problem_now(rs, 503, "draining", "%s", "normd is shutting down");
+    rs->reply.retry_after_s = (int)srv->cfg->retry_after_s;
+    rs->reply.close = 1;
+    return;
+  }
+  const char *cl = header(rs->mhd_conn, MHD_HTTP_HEADER_CONTENT_LENGTH);
+  if (cl != NULL) {
+    char *end;
+    unsigned long long n = strtoull(cl, &end, 10);
+    if (n > (unsigned long long)srv->cfg->max_body_bytes) too_large(rs);
+  }
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
+                                  const char *url, const char *method,
+                                  const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **state) {
+  (void)version;
+  server_t *srv = cls;
+  request_state_t *rs = *state;
+  if (rs == NULL) {
+    rs = calloc(1, sizeof *rs);
+    if (rs == NULL) return MHD_NO;
+    *state = rs;
+    rs->srv = srv;
+    rs->mhd_conn = c;
+    clock_gettime(CLOCK_MONOTONIC, &rs->start);
+    snprintf(rs->method, sizeof rs->method, "%s", method);
+    snprintf(rs->path, sizeof rs->path, "%s", url);
+    atomic_fetch_add(&srv->active, 1);
+    metrics_inflight_add(1);
+    first_call(rs, url, method);
+    /* An error decided before the body is read goes out now (MHD then
+     * closes the connection rather than read the body); anything else,
+     * GET routes included, is sent on the next call, so keep-alive holds. */
+    if (rs->reply_ready && rs->reply.close) return send_reply(rs);
+    return MHD_YES;
+  }
+  if (*upload_data_size > 0) {
+    size_t n = *upload_data_size;
+    *upload_data_size = 0;
+    rs->bytes_in += n;
+    if (rs->reply_ready) { /* discarding the rest of a refused body */
+      if (rs->bytes_in / 4 > (uint64_t)srv->cfg->max_body_bytes) return MHD_NO;
+      return MHD_YES;
+    }
+    if (rs->len + n > (size_t)srv->cfg->max_body_bytes) {
+      free(rs->body);
+      rs->body = NULL;
+      rs->len = rs->cap = 0;
+      too_large(rs);
+      return MHD_YES;
+    }
+    if (append_body(rs, upload_data, n) != 0) {
+      problem_now(rs, 500, "out_of_memory", "%s", "out of memory");
+      rs->reply.close = 1;
+    }
+    return MHD_YES;
+  }
+  if (rs->reply_ready) return send_reply(rs); /* a finished job, or an error */
+  return submit_compute(rs);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **state,
+                         enum MHD_RequestTerminationCode toe) {
+  (void)c;
+  server_t *srv = cls;
+  request_state_t *rs = *state;
+  if (rs == NULL) return;
+  *state = NULL;
+  double secs = elapsed_s(&rs->start);
+  int status = rs->status_sent ? rs->status_sent : 499; /* client went away */
+  metrics_observe_request(router_index(rs->route), status, secs, rs->bytes_in,
+                          rs->bytes_out);
+  if (log_enabled(LOG_INFO))
+    log_msg(LOG_INFO, "%s %s %d in=%llu out=%llu %.3fms%s", rs->method,
+            rs->path, status, (unsigned long long)rs->bytes_in,
+            (unsigned long long)rs->bytes_out, secs * 1e3,
+            toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (aborted)");
+  free(rs->body);
+  reply_free(&rs->reply);
+  free(rs);
+  metrics_inflight_add(-1);
+  atomic_fetch_sub(&srv->active, 1);
+}
+
+/* ---- lifecycle ---- */
+
+static int resolve(const char *host, uint16_t port, struct sockaddr_storage *ss,
+                   int *ipv6) {
+  struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                           .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+  struct addrinfo *res = NULL;
+  char service[8];
+  snprintf(service, sizeof service, "%u", port);
+  if (getaddrinfo(host, service, &hints, &res) != 0 || res == NULL) return -1;
+  memcpy(ss, res->ai_addr, res->ai_addrlen);
+  *ipv6 = res->ai_family == AF_INET6;
+  freeaddrinfo(res);
+  return 0;
+}
+
+server_t *http_start(const config_t *cfg, pool_t *pool, char *err,
+                     size_t errlen) {
+  server_t *srv = calloc(1, sizeof *srv);
+  if (srv == NULL) {
+    snprintf(err, errlen, "out of memory");
+    return NULL;
+  }
+  srv->cfg = cfg;
+  srv->pool = pool;
+  srv->limits.max_elements = (size_t)cfg->max_elements;
+  srv->limits.max_depth = (int)cfg->max_json_depth;
+  struct sockaddr_storage addr;
+  int ipv6 = 0;
+  if (resolve(cfg->host, (uint16_t)cfg->port, &addr, &ipv6) != 0) {
+    snprintf(err, errlen, "cannot resolve host \"%s\"", cfg->host);
+    free(srv);
+    return NULL;
+  }
+  unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
+                   MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC | MHD_USE_ERROR_LOG;
+  if (ipv6) flags |= MHD_USE_IPv6;
+  struct MHD_OptionItem opts[] = {
+      {MHD_OPTION_SOCK_ADDR, 0, &addr},
+      {MHD_OPTION_CONNECTION_LIMIT, (intptr_t)cfg->max_connections, NULL},
+      {MHD_OPTION_PER_IP_CONNECTION_LIMIT, (intptr_t)cfg->per_ip_connections, NULL},
+      {MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)cfg->connection_timeout_s, NULL},
+      {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, srv},
+      {cfg->http_threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END,
+       (intptr_t)cfg->http_threads, NULL},
+      {MHD_OPTION_END, 0, NULL},
+  };
+  srv->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_request, srv,
+                              MHD_OPTION_ARRAY, opts, MHD_OPTION_END);
+  if (srv->mhd == NULL) {
+    snprintf(err, errlen, "cannot listen on %s:%lld (in use, or not permitted)",
+             cfg->host, (long long)cfg->port);
+    free(srv);
+    return NULL;
+  }
+  const union MHD_DaemonInfo *info =
+      MHD_get_daemon_info(srv->mhd, MHD_DAEMON_INFO_BIND_PORT);
+  srv->port = info ? info->port : (uint16_t)cfg->port;
+  return srv;
+}
+
+uint16_t http_port(const server_t *srv) { return srv->port; }
+
+void http_begin_drain(server_t *srv) {
+  atomic_store(&srv->draining, 1);
+  MHD_socket fd = MHD_quiesce_daemon(srv->mhd);
+  if (fd != MHD_INVALID_SOCKET) close(fd);
+}
+
+int http_wait_idle(server_t *srv, double timeout_s) {
+  struct timespec start;
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  while (atomic_load(&srv->active) > 0 || pool_inflight(srv->pool) > 0) {
+    if (elapsed_s(&start) >= timeout_s) return -1;
+    struct timespec tick = {0, 10 * 1000 * 1000};
+    nanosleep(&tick, NULL);
+  }
+  return 0;
+}
+
+void http_stop(server_t *srv) {
+  MHD_stop_daemon(srv->mhd);
+  free(srv);
+}

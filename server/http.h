@@ -1,0 +1,31 @@
+/* http.h -- the HTTP server (libmicrohttpd, epoll, internal threads) that
+ * routes requests, answers small GET routes itself and hands compute
+ * requests to the worker pool. */
+#ifndef NORMD_HTTP_H
+#define NORMD_HTTP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "pool.h"
+
+typedef struct server server_t;
+
+/* Starts listening per cfg (which must outlive the server). NULL with a
+ * one-line reason in err on failure. */
+server_t *http_start(const config_t *cfg, pool_t *pool, char *err,
+                     size_t errlen);
+/* The bound port (useful with port 0). */
+uint16_t http_port(const server_t *srv);
+/* Readiness turns 503, the listening socket closes; requests already
+ * accepted continue. */
+void http_begin_drain(server_t *srv);
+/* Waits until no request is open and the pool is idle: 0, or -1 when
+ * timeout_s passed first. */
+int http_wait_idle(server_t *srv, double timeout_s);
+/* Stops MHD and frees the server. Only after http_wait_idle returned 0
+ * (MHD cannot stop with suspended connections). */
+void http_stop(server_t *srv);
+
+#endif

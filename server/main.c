@@ -1,0 +1,89 @@
+/* main.c -- the normd daemon: configuration, the worker pool, the HTTP
+ * server, and the SIGTERM/SIGINT drain. Everything else lives in modules. */
+#include <jansson.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "http.h"
+#include "log.h"
+#include "metrics.h"
+#include "pool.h"
+#include "router.h"
+
+extern char **environ;
+
+/* jansson's hash seed from the kernel, so colliding keys cannot be
+ * precomputed by a client. */
+static void seed_json_hash(void) {
+  uint32_t seed = 0;
+  if (getrandom(&seed, sizeof seed, 0) != (ssize_t)sizeof seed) seed = 0;
+  json_object_seed(seed); /* 0 = jansson picks one from /dev/urandom */
+}
+
+int main(int argc, char **argv) {
+  config_t cfg;
+  char err[512];
+  switch (config_from_args(&cfg, argc, argv, environ, stdout, NORMD_VERSION,
+                           err, sizeof err)) {
+  case CONFIG_EXIT_OK: return 0;
+  case CONFIG_EXIT_ERR: fprintf(stderr, "normd: %s\n", err); return 2;
+  case CONFIG_RUN: break;
+  }
+  log_set_level(cfg.log_level);
+  if (cfg.threads == 0) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    cfg.threads = n > 0 ? n : 1;
+  }
+
+  /* Signals are taken synchronously by this thread only: block them before
+   * any other thread starts, so every thread inherits the mask. */
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
+  signal(SIGPIPE, SIG_IGN);
+
+  seed_json_hash();
+  metrics_init(router_labels(), router_count + 1, NORMD_VERSION, NORMD_REVISION);
+  pool_t *pool = pool_start((int)cfg.threads, (int)cfg.max_inflight);
+  if (pool == NULL) {
+    fprintf(stderr, "normd: cannot start the worker pool\n");
+    return 1;
+  }
+  server_t *srv = http_start(&cfg, pool, err, sizeof err);
+  if (srv == NULL) {
+    fprintf(stderr, "normd: %s\n", err);
+    pool_stop(pool);
+    return 1;
+  }
+  log_msg(LOG_WARN,
+          "normd %s (%s) listening on http://%s:%u threads=%lld "
+          "http_threads=%lld max_body_bytes=%lld max_elements=%lld "
+          "max_inflight=%lld",
+          NORMD_VERSION, NORMD_REVISION, cfg.host, http_port(srv),
+          (long long)cfg.threads, (long long)cfg.http_threads,
+          (long long)cfg.max_body_bytes, (long long)cfg.max_elements,
+          (long long)cfg.max_inflight);
+
+  int sig = 0;
+  sigwait(&stop_signals, &sig);
+  log_msg(LOG_WARN, "signal %d: draining (up to %llds)", sig,
+          (long long)cfg.drain_timeout_s);
+  http_begin_drain(srv);
+  if (http_wait_idle(srv, (double)cfg.drain_timeout_s) != 0) {
+    /* MHD cannot stop with suspended connections; the process exit closes
+     * them. */
+    log_msg(LOG_ERROR, "drain timeout: exiting with requests in flight");
+    return 1;
+  }
+  http_stop(srv);
+  pool_stop(pool);
+  log_msg(LOG_WARN, "drained, exiting");
+  return 0;
+}

@@ -1,0 +1,89 @@
+/* problem.c -- problem+json rendering and the core-error -> HTTP table. */
+#include "problem.h"
+
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "norm.h"
+
+void reply_free(reply_t *r) {
+  free(r->body);
+  r->body = NULL;
+  r->len = 0;
+}
+
+int reply_text(reply_t *r, int status, const char *content_type,
+               const char *text) {
+  size_t n = strlen(text);
+  char *body = malloc(n + 1);
+  r->status = status;
+  r->content_type = content_type;
+  if (body == NULL) return -1;
+  memcpy(body, text, n + 1);
+  reply_free(r);
+  r->body = body;
+  r->len = n;
+  return 0;
+}
+
+int problem_set(problem_t *p, int status, const char *code, const char *field,
+                const char *fmt, ...) {
+  if (p->status != 0) return -1;
+  p->status = status;
+  p->code = code;
+  snprintf(p->field, sizeof p->field, "%s", field ? field : "");
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(p->detail, sizeof p->detail, fmt, ap);
+  va_end(ap);
+  return -1;
+}
+
+int problem_from_norm(problem_t *p, int norm_err, const char *field) {
+  /* Argument misuse inside the server is our bug, not the client's. */
+  int internal = norm_err == NORM_E_NULL || norm_err == NORM_E_RANGE;
+  if (field && field[0])
+    return problem_set(p, internal ? 500 : 422, norm_err_name(norm_err), field,
+                       "%s: %s", field, norm_strerror(norm_err));
+  return problem_set(p, internal ? 500 : 422, norm_err_name(norm_err), field,
+                     "%s", norm_strerror(norm_err));
+}
+
+const char *problem_title(int status) {
+  switch (status) {
+  case 400: return "Bad Request";
+  case 404: return "Not Found";
+  case 405: return "Method Not Allowed";
+  case 406: return "Not Acceptable";
+  case 408: return "Request Timeout";
+  case 413: return "Content Too Large";
+  case 415: return "Unsupported Media Type";
+  case 422: return "Unprocessable Content";
+  case 500: return "Internal Server Error";
+  case 503: return "Service Unavailable";
+  default: return "Error";
+  }
+}
+
+void problem_reply(const problem_t *p, reply_t *r) {
+  int status = p->status ? p->status : 500;
+  const char *code = p->code ? p->code : "internal";
+  char type[128];
+  snprintf(type, sizeof type, "urn:normd:problem:%s", code);
+  json_t *doc = json_pack("{s:s, s:s, s:i, s:s, s:s}", "type", type, "title",
+                          problem_title(status), "status", status, "detail",
+                          p->detail, "code", code);
+  if (doc && p->field[0]) json_object_set_new(doc, "field", json_string(p->field));
+  char *text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+  json_decref(doc);
+  reply_free(r);
+  r->status = status;
+  r->content_type = "application/problem+json";
+  if (text) { /* jansson allocates with malloc: the reply can own it */
+    r->body = text;
+    r->len = strlen(text);
+  }
+}

@@ -1,0 +1,24 @@
+/* reply.h -- a finished HTTP answer, independent of libmicrohttpd: what the
+ * service computes on a worker and what http.c turns into an MHD response.
+ * The body is malloc'd and owned by the reply until handed to MHD. */
+#ifndef NORMD_REPLY_H
+#define NORMD_REPLY_H
+
+#include <stddef.h>
+
+typedef struct {
+  int status;
+  const char *content_type; /* static string */
+  char *body;               /* malloc'd, may be NULL when len == 0 */
+  size_t len;
+  int retry_after_s;        /* > 0: send Retry-After */
+  const char *allow;        /* non-NULL: send Allow (405) */
+  int close;                /* ask the client to close the connection */
+} reply_t;
+
+void reply_free(reply_t *r);
+/* A body copied from a static string. Returns 0 or -1 on out of memory. */
+int reply_text(reply_t *r, int status, const char *content_type,
+               const char *text);
+
+#endif

@@ -1,0 +1,56 @@
+/* request.c -- request defaults (the design's table) and ownership of the
+ * buffers a request and a result carry. */
+#include "request.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const op_names[OP_COUNT] = {
+    [OP_LAYER] = "layer",       [OP_RMS] = "rms",
+    [OP_BATCH] = "batch",       [OP_GROUP] = "group",
+    [OP_INSTANCE] = "instance", [OP_MOMENTS] = "moments",
+    [OP_MOMENTS_MERGE] = "moments_merge",
+};
+
+const char *op_name(op_t op) {
+  return (unsigned)op < OP_COUNT ? op_names[op] : "unknown";
+}
+
+void request_init(request_t *req, op_t op) {
+  memset(req, 0, sizeof *req);
+  req->op = op;
+  req->output_dtype = NORM_F32;
+  req->ret = RET_OUTPUT | RET_STATS | RET_RUNNING;
+  req->layer = (norm_layer_params_t){.normalized_ndim = 1, .eps = 1e-5};
+  req->rms = (norm_rms_params_t){.normalized_ndim = 1, .eps = 1e-6};
+  req->batch = (norm_batch_params_t){.mode = NORM_TRAIN, .eps = 1e-5,
+                                     .momentum = 0.1};
+  req->group = (norm_group_params_t){.num_groups = 0, .eps = 1e-5};
+  req->instance = (norm_instance_params_t){.eps = 1e-5};
+  req->moments = (norm_moments_params_t){.layout = NORM_MOMENTS_ROWS,
+                                         .normalized_ndim = 1};
+}
+
+void request_free(request_t *req) {
+  req_tensor_t *all[] = {&req->input, &req->weight, &req->bias,
+                         &req->running_mean, &req->running_var};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+    free(all[i]->t.data);
+    all[i]->t.data = NULL;
+    all[i]->present = false;
+  }
+  free(req->parts);
+  req->parts = NULL;
+}
+
+void result_free(result_t *res) {
+  free(res->output.data);
+  free(res->mean);
+  free(res->var);
+  free(res->rstd);
+  free(res->rms);
+  free(res->out_mean);
+  free(res->out_var);
+  free(res->moments);
+  memset(res, 0, sizeof *res);
+}

@@ -1,0 +1,83 @@
+/* request.h -- a decoded request and its computed result: the structs that
+ * carry data from a codec's decoder through compute to a codec's encoder.
+ * Every format (JSON now, binary ones later) decodes into request_t and
+ * encodes from result_t; compute never sees bytes or text. */
+#ifndef NORMD_REQUEST_H
+#define NORMD_REQUEST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "norm.h"
+
+typedef enum {
+  OP_LAYER,
+  OP_RMS,
+  OP_BATCH,
+  OP_GROUP,
+  OP_INSTANCE,
+  OP_MOMENTS,
+  OP_MOMENTS_MERGE,
+  OP_COUNT
+} op_t;
+
+/* What the response carries ("return" field). */
+enum {
+  RET_OUTPUT = 1u << 0,
+  RET_STATS = 1u << 1,
+  RET_OUTPUT_STATS = 1u << 2, /* per-group mean/var of the output */
+  RET_RUNNING = 1u << 3,      /* updated running stats (batch, train) */
+};
+
+/* Limits the decoder enforces before allocating. */
+typedef struct {
+  size_t max_elements; /* per tensor */
+  int max_depth;       /* JSON nesting */
+} limits_t;
+
+/* A tensor of the request; data is malloc'd and owned by the request.
+ * present == false means the field was absent (data NULL). */
+typedef struct {
+  bool present;
+  norm_tensor_t t;
+} req_tensor_t;
+
+typedef struct {
+  op_t op;
+  req_tensor_t input, weight, bias, running_mean, running_var;
+  norm_dtype_t output_dtype; /* defaults to input's dtype */
+  unsigned ret;              /* RET_* bits */
+  /* Parameters: one set per op, filled with the design's defaults. The
+   * trailing-dims form of layer/rms/moments arrives as normalized_shape or
+   * axis and is resolved against the input into normalized_ndim. */
+  norm_layer_params_t layer;
+  norm_rms_params_t rms;
+  norm_batch_params_t batch;
+  bool batch_momentum_null; /* momentum: null -> cumulative average */
+  norm_group_params_t group;
+  norm_instance_params_t instance;
+  norm_moments_params_t moments;
+  /* OP_MOMENTS_MERGE: nparts arrays of ngroups partial moments, part-major. */
+  size_t nparts, ngroups;
+  norm_moments_t *parts;
+} request_t;
+
+typedef struct {
+  norm_tensor_t output; /* data malloc'd; present when RET_OUTPUT */
+  size_t ngroups;       /* one stat per normalized group */
+  int stats_rank;
+  int64_t stats_shape[NORM_MAX_RANK];
+  double *mean, *var, *rstd, *rms;  /* NULL when not applicable */
+  double *out_mean, *out_var;       /* RET_OUTPUT_STATS */
+  norm_moments_t *moments;          /* OP_MOMENTS / OP_MOMENTS_MERGE */
+} result_t;
+
+/* Defaults for op (eps and friends per the design's table). */
+void request_init(request_t *req, op_t op);
+void request_free(request_t *req);
+void result_free(result_t *res);
+
+/* The op's name in URLs, metrics and info: "layer", ..., "moments". */
+const char *op_name(op_t op);
+
+#endif

@@ -1,0 +1,26 @@
+/* service.h -- the whole compute path without sockets: content negotiation,
+ * decode, compute, encode, and every failure as a problem reply. It runs on
+ * a worker thread for the daemon and is called directly by in-process tests
+ * (and fuzzers). Thread-safe: no shared state but the metrics. */
+#ifndef NORMD_SERVICE_H
+#define NORMD_SERVICE_H
+
+#include <stddef.h>
+
+#include "reply.h"
+#include "request.h"
+
+typedef struct {
+  op_t op;
+  const char *body; /* need not be NUL-terminated */
+  size_t len;
+  const char *content_type; /* header value or NULL */
+  const char *accept;       /* header value or NULL */
+} service_input_t;
+
+/* Always fills *out (a 200 result or a problem); the caller frees it with
+ * reply_free. */
+void service_handle(const service_input_t *in, const limits_t *lim,
+                    reply_t *out);
+
+#endif

@@ -1,0 +1,1073 @@
+/* check_norm_batch.c -- norm_batch and norm_batch_rows against a naive
+ * two-pass double reference: train and eval modes on (N, C, *), per-channel
+ * stats, running-stat updates (momentum and cumulative, PyTorch's unbiased
+ * convention), cruel data, split ranges, and every error code. */
+#include <math.h>
+
+#include "testutil.h"
+
+#define SHAPE(...) ((const int64_t[]){__VA_ARGS__})
+#define EXPECT_RC(call, want)                                                  \
+  do {                                                                         \
+    int rc_ = (call), want_ = (want);                                          \
+    ck_assert_msg(rc_ == want_, "%s: got %d (%s), want %d (%s)", #call, rc_,   \
+                  norm_err_name(rc_), want_, norm_err_name(want_));            \
+  } while (0)
+
+static norm_tensor_t mk(norm_dtype_t dt, int rank, const int64_t *shape) {
+  norm_tensor_t t;
+  memset(&t, 0, sizeof t);
+  t.dtype = dt;
+  t.rank = rank;
+  size_t n = 1;
+  for (int i = 0; i < rank; i++)
+    n *= (size_t)(t.shape[i] = shape[i]);
+  t.data = tu_alloc_guarded(n * norm_dtype_size(dt));
+  return t;
+}
+
+static norm_tensor_t mk_copy(const norm_tensor_t *src) {
+  norm_tensor_t t = mk(src->dtype, src->rank, src->shape);
+  memcpy(t.data, src->data, tu_numel(src) * norm_dtype_size(src->dtype));
+  return t;
+}
+
+static size_t nbytes(const norm_tensor_t *t) {
+  return tu_numel(t) * norm_dtype_size(t->dtype);
+}
+
+static double *to_doubles(const norm_tensor_t *t) {
+  size_t n = tu_numel(t);
+  double *d = malloc(n * sizeof *d);
+  ck_assert_ptr_nonnull(d);
+  for (size_t i = 0; i < n; i++)
+    d[i] = norm_tensor_get(t, i);
+  return d;
+}
+
+/* Sign-magnitude 16-bit pattern to a monotone integer. */
+static int ord16(uint16_t h) {
+  return (h & 0x8000) ? -(int)(h & 0x7fff) : (int)h;
+}
+
+/* f32: tu_close(tol); f64: tu_close(tol64); f16/bf16: within 1 ulp of the
+ * reference rounded to the format (or within f32 tolerance, for results so
+ * close to 0 that the format's ulp is finer than float arithmetic). */
+static int out_close(const norm_tensor_t *y, size_t i, double ref, double tol,
+                     double tol64) {
+  double got = norm_tensor_get(y, i);
+  if (isnan(ref))
+    return isnan(got);
+  switch (y->dtype) {
+  case NORM_F32:
+    return tu_close(got, ref, tol);
+  case NORM_F64:
+    return tu_close(got, ref, tol64);
+  case NORM_F16:
+  case NORM_BF16: {
+    uint16_t g = ((const uint16_t *)y->data)[i];
+    uint16_t w = y->dtype == NORM_F16 ? norm_f16_from_float((float)ref)
+                                      : norm_bf16_from_float((float)ref);
+    if (isnan(got))
+      return 0;
+    return abs(ord16(g) - ord16(w)) <= 1 || tu_close(got, ref, 1e-6);
+  }
+  default:
+    return 0;
+  }
+}
+
+static void check_tensor(const char *what, const norm_tensor_t *y,
+                         const double *ref, double tol, double tol64) {
+  size_t n = tu_numel(y);
+  for (size_t i = 0; i < n; i++)
+    ck_assert_msg(out_close(y, i, ref[i], tol, tol64),
+                  "%s[%zu] (%s): got %.17g want %.17g", what, i,
+                  norm_dtype_name(y->dtype), norm_tensor_get(y, i), ref[i]);
+}
+
+/* Relative closeness for double statistics. */
+static int rel_close(double got, double want, double tol) {
+  if (isnan(want))
+    return isnan(got);
+  if (got == want)
+    return 1;
+  return fabs(got - want) <= tol * fabs(want) + 1e-300;
+}
+
+static void check_stats(const char *what, const double *got, const double *ref,
+                        size_t n, double tol) {
+  for (size_t i = 0; i < n; i++)
+    ck_assert_msg(rel_close(got[i], ref[i], tol),
+                  "%s[%zu]: got %.17g want %.17g", what, i, got[i], ref[i]);
+}
+
+/* Variance against the naive reference, whose own mean carries a rounding
+ * error of ~1e-16 * |mean|: that adds up to ~(1e-16 * mean)^2 to its var. */
+static int var_close(double got, double want, double mean, double tol) {
+  return rel_close(got, want, tol) || fabs(got - want) <= 1e-28 * mean * mean;
+}
+
+/* ---- reference ----------------------------------------------------------- */
+
+/* Per channel over N and spatial, two passes in double. Eval takes mean/var
+ * from rm/rv. y = (x - mean) / sqrt(var + eps) * w + b. */
+static void ref_batch(const double *x, size_t N, size_t C, size_t S,
+                      const double *w, const double *b, double eps, int eval,
+                      const double *rm, const double *rv, double *y,
+                      double *mean, double *var, double *rstd) {
+  for (size_t c = 0; c < C; c++) {
+    double m, v;
+    if (eval) {
+      m = rm[c];
+      v = rv[c];
+    } else {
+      double s = 0, ss = 0;
+      for (size_t n = 0; n < N; n++)
+        for (size_t k = 0; k < S; k++)
+          s += x[(n * C + c) * S + k];
+      m = s / (double)(N * S);
+      for (size_t n = 0; n < N; n++)
+        for (size_t k = 0; k < S; k++) {
+          double d = x[(n * C + c) * S + k] - m;
+          ss += d * d;
+        }
+      v = ss / (double)(N * S);
+    }
+    double r = 1.0 / sqrt(v + eps);
+    mean[c] = m;
+    var[c] = v;
+    rstd[c] = r;
+    for (size_t n = 0; n < N; n++)
+      for (size_t k = 0; k < S; k++) {
+        size_t i = (n * C + c) * S + k;
+        y[i] = (x[i] - m) * r * (w ? w[c] : 1.0) + (b ? b[c] : 0.0);
+      }
+  }
+}
+
+/* running = (1 - f) * running + f * batch, batch var unbiased. */
+static void ref_running(size_t C, size_t count, double f, const double *mean,
+                        const double *var, double *rm, double *rv) {
+  for (size_t c = 0; c < C; c++) {
+    rm[c] = (1 - f) * rm[c] + f * mean[c];
+    rv[c] = (1 - f) * rv[c] + f * var[c] * (double)count / (double)(count - 1);
+  }
+}
+
+/* ---- one configurable case --------------------------------------------- */
+
+typedef struct {
+  norm_dtype_t xt, yt, wt, rt; /* input, output, weight/bias, running */
+  int rank;
+  int64_t shape[5];
+  int affine, running;
+  norm_mode_t mode;
+  double eps, momentum;
+  int cumulative;
+  int64_t nbt;
+  double lo, hi;
+  uint64_t seed;
+  double tol, tol64; /* output tolerances (0: 1e-6 / 1e-12) */
+} bcase_t;
+
+static bcase_t bcase(norm_dtype_t dt, int rank, const int64_t *shape) {
+  bcase_t c;
+  memset(&c, 0, sizeof c);
+  c.xt = c.yt = c.wt = c.rt = dt;
+  c.rank = rank;
+  for (int i = 0; i < rank; i++)
+    c.shape[i] = shape[i];
+  c.affine = 1;
+  c.mode = NORM_TRAIN;
+  c.eps = 1e-5;
+  c.momentum = 0.1;
+  c.lo = -3;
+  c.hi = 5;
+  c.seed = 42;
+  return c;
+}
+
+typedef struct {
+  norm_tensor_t x, y, w, b, rm, rv;
+  double *mean, *var, *rstd;
+  size_t N, C, S, numel;
+} bfix_t;
+
+static void bfix_init(bfix_t *f, const bcase_t *c) {
+  memset(f, 0, sizeof *f);
+  f->x = mk(c->xt, c->rank, c->shape);
+  f->y = mk(c->yt, c->rank, c->shape);
+  tu_fill_uniform(&f->x, c->seed, c->lo, c->hi);
+  f->N = (size_t)c->shape[0];
+  f->C = (size_t)c->shape[1];
+  f->S = 1;
+  for (int i = 2; i < c->rank; i++)
+    f->S *= (size_t)c->shape[i];
+  f->numel = f->N * f->C * f->S;
+  int64_t cs[1] = {c->shape[1]};
+  if (c->affine) {
+    f->w = mk(c->wt, 1, cs);
+    f->b = mk(c->wt, 1, cs);
+    tu_fill_uniform(&f->w, c->seed + 1, 0.5, 2);
+    tu_fill_uniform(&f->b, c->seed + 2, -1, 1);
+  }
+  if (c->running || c->mode == NORM_EVAL) {
+    f->rm = mk(c->rt, 1, cs);
+    f->rv = mk(c->rt, 1, cs);
+    tu_fill_uniform(&f->rm, c->seed + 3, -1, 1);
+    tu_fill_uniform(&f->rv, c->seed + 4, 0.5, 3);
+  }
+  f->mean = tu_doubles(f->C);
+  f->var = tu_doubles(f->C);
+  f->rstd = tu_doubles(f->C);
+}
+
+static void bfix_free(bfix_t *f) {
+  tu_tensor_free(&f->x);
+  tu_tensor_free(&f->y);
+  if (f->w.data)
+    tu_tensor_free(&f->w);
+  if (f->b.data)
+    tu_tensor_free(&f->b);
+  if (f->rm.data)
+    tu_tensor_free(&f->rm);
+  if (f->rv.data)
+    tu_tensor_free(&f->rv);
+  tu_doubles_free(f->mean, f->C);
+  tu_doubles_free(f->var, f->C);
+  tu_doubles_free(f->rstd, f->C);
+}
+
+static norm_batch_params_t bparams(const bcase_t *c) {
+  norm_batch_params_t p = {c->mode, c->eps, c->momentum, c->cumulative, c->nbt};
+  return p;
+}
+
+/* Runs norm_batch on case c and checks y, stats and running stats. */
+static void run_bcase(const bcase_t *c) {
+  bfix_t f;
+  bfix_init(&f, c);
+  norm_batch_params_t p = bparams(c);
+  norm_stats_t st = {f.mean, f.var, f.rstd, NULL};
+  double *x = to_doubles(&f.x);
+  double *w = c->affine ? to_doubles(&f.w) : NULL;
+  double *b = c->affine ? to_doubles(&f.b) : NULL;
+  double *rm = f.rm.data ? to_doubles(&f.rm) : NULL;
+  double *rv = f.rv.data ? to_doubles(&f.rv) : NULL;
+  double *y = malloc(f.numel * sizeof *y);
+  double mean[64], var[64], rstd[64];
+  ck_assert(f.C <= 64);
+
+  EXPECT_RC(norm_batch(&f.x, c->affine ? &f.w : NULL, c->affine ? &f.b : NULL,
+                       f.rm.data ? &f.rm : NULL, f.rv.data ? &f.rv : NULL, &p,
+                       &f.y, &st),
+            NORM_OK);
+  ref_batch(x, f.N, f.C, f.S, w, b, c->eps, c->mode == NORM_EVAL, rm, rv, y,
+            mean, var, rstd);
+  double tol = c->tol > 0 ? c->tol : 1e-6;
+  double tol64 = c->tol64 > 0 ? c->tol64 : 1e-12;
+  check_tensor("y", &f.y, y, tol, tol64);
+  check_stats("mean", f.mean, mean, f.C, 1e-10);
+  for (size_t k = 0; k < f.C; k++)
+    ck_assert_msg(var_close(f.var[k], var[k], mean[k], 1e-10),
+                  "var[%zu]: got %.17g want %.17g", k, f.var[k], var[k]);
+  check_stats("rstd", f.rstd, rstd, f.C, 1e-10);
+
+  if (rm) {
+    if (c->mode == NORM_TRAIN) {
+      double fac = c->cumulative ? 1.0 / (double)c->nbt : c->momentum;
+      ref_running(f.C, f.N * f.S, fac, mean, var, rm, rv);
+    }
+    /* eval: unchanged, compared against the values read before the call */
+    check_tensor("running_mean", &f.rm, rm, 1e-6, 1e-12);
+    check_tensor("running_var", &f.rv, rv, 1e-6, 1e-12);
+    free(rm);
+    free(rv);
+  }
+  free(x);
+  free(w);
+  free(b);
+  free(y);
+  bfix_free(&f);
+}
+
+/* ---- Core ---------------------------------------------------------------- */
+
+START_TEST(test_train_nc) {
+  bcase_t c = bcase(NORM_F32, 2, SHAPE(16, 5));
+  run_bcase(&c);
+  c.running = 1;
+  run_bcase(&c);
+}
+END_TEST
+
+START_TEST(test_train_ncl) {
+  bcase_t c = bcase(NORM_F32, 3, SHAPE(4, 3, 7));
+  c.running = 1;
+  c.momentum = 0.3;
+  run_bcase(&c);
+}
+END_TEST
+
+START_TEST(test_train_nchw) {
+  bcase_t c = bcase(NORM_F32, 4, SHAPE(2, 3, 4, 5));
+  c.running = 1;
+  run_bcase(&c);
+  c = bcase(NORM_F32, 5, SHAPE(2, 4, 3, 2, 3)); /* (N, C, D, H, W) */
+  c.running = 1;
+  run_bcase(&c);
+}
+END_TEST
+
+START_TEST(test_train_f64) {
+  bcase_t c = bcase(NORM_F64, 4, SHAPE(3, 4, 5, 2));
+  c.running = 1;
+  run_bcase(&c);
+  c.affine = 0;
+  c.running = 0;
+  run_bcase(&c);
+}
+END_TEST
+
+START_TEST(test_train_half) {
+  norm_dtype_t dts[2] = {NORM_F16, NORM_BF16};
+  for (int i = 0; i < 2; i++) {
+    bcase_t c = bcase(dts[i], 3, SHAPE(4, 3, 9));
+    c.running = 1;
+    run_bcase(&c);
+    c.rt = NORM_F32; /* half input, float running stats */
+    c.wt = NORM_F32;
+    run_bcase(&c);
+  }
+}
+END_TEST
+
+START_TEST(test_mixed_dtypes) {
+  bcase_t c = bcase(NORM_F32, 3, SHAPE(3, 4, 5));
+  c.yt = NORM_F64;
+  c.wt = NORM_F16;
+  c.rt = NORM_F64;
+  c.running = 1;
+  run_bcase(&c);
+  c = bcase(NORM_F64, 3, SHAPE(3, 4, 5));
+  c.yt = NORM_BF16;
+  c.wt = NORM_F32;
+  run_bcase(&c);
+}
+END_TEST
+
+START_TEST(test_no_affine) {
+  bcase_t c = bcase(NORM_F32, 3, SHAPE(5, 2, 6));
+  c.affine = 0;
+  c.running = 1;
+  run_bcase(&c);
+}
+END_TEST
+
+/* Weight given, bias absent and vice versa. */
+START_TEST(test_weight_or_bias_only) {
+  norm_tensor_t x = mk(NORM_F32, 3, SHAPE(3, 2, 4));
+  norm_tensor_t y = mk(NORM_F32, 3, SHAPE(3, 2, 4));
+  norm_tensor_t wb = mk(NORM_F32, 1, SHAPE(2));
+  tu_fill_uniform(&x, 7, -1, 1);
+  tu_fill_uniform(&wb, 8, 1, 2);
+  double *xd = to_doubles(&x), *wd = to_doubles(&wb), ref[24], m[2], v[2], r[2];
+  norm_batch_params_t p = {NORM_TRAIN, 1e-5, 0.1, 0, 0};
+  norm_stats_t st = {NULL, NULL, NULL, NULL};
+  EXPECT_RC(norm_batch(&x, &wb, NULL, NULL, NULL, &p, &y, &st), NORM_OK);
+  ref_batch(xd, 3, 2, 4, wd, NULL, 1e-5, 0, NULL, NULL, ref, m, v, r);
+  check_tensor("y(w)", &y, ref, 1e-6, 1e-12);
+  EXPECT_RC(norm_batch(&x, NULL, &wb, NULL, NULL, &p, &y, &st), NORM_OK);
+  ref_batch(xd, 3, 2, 4, NULL, wd, 1e-5, 0, NULL, NULL, ref, m, v, r);
+  check_tensor("y(b)", &y, ref, 1e-6, 1e-12);
+  free(xd);
+  free(wd);
+  tu_tensor_free(&x);
+  tu_tensor_free(&y);
+  tu_tensor_free(&wb);
+}
+END_TEST
+
+START_TEST(test_momentum_edges) {
+  bcase_t c = bcase(NORM_F64, 3, SHAPE(4, 3, 5));
+  c.running = 1;
+  c.momentum = 0; /* running stats unchanged */
+  run_bcase(&c);
+  c.momentum = 1; /* running stats = batch mean / unbiased var */
+  run_bcase(&c);
+}
+END_TEST
+
+/* p.cumulative: f = 1 / num_batches_tracked, the count already incremented
+ * by the caller. nbt = 1 copies the batch stats; nbt = 4 weighs it 1/4. */
+START_TEST(test_cumulative) {
+  bcase_t c = bcase(NORM_F64, 3, SHAPE(4, 3, 5));
+  c.running = 1;
+  c.cumulative = 1;
+  c.momentum = 0.1;
+  c.nbt = 1;
+  run_bcase(&c);
+  c.nbt = 4;
+  run_bcase(&c);
+  c.rt = NORM_F32;
+  c.nbt = 7;
+  run_bcase(&c);
+}
+END_TEST
+
+/* Three batches with the caller incrementing the count from 1: the running
+ * mean is the plain average of the batch means (PyTorch's momentum=None). */
+START_TEST(test_cumulative_average) {
+  const size_t C = 3;
+  norm_tensor_t rm = mk(NORM_F64, 1, SHAPE(3)), rv = mk(NORM_F64, 1, SHAPE(3));
+  for (size_t c = 0; c < C; c++) {
+    norm_tensor_set(&rm, c, 0.0);
+    norm_tensor_set(&rv, c, 1.0);
+  }
+  double sum_m[3] = {0}, sum_v[3] = {0};
+  for (int k = 0; k < 3; k++) {
+    norm_tensor_t x = mk(NORM_F64, 3, SHAPE(2, 3, 4));
+    norm_tensor_t y = mk(NORM_F64, 3, SHAPE(2, 3, 4));
+    tu_fill_uniform(&x, 100 + (uint64_t)k, -2.0 + k, 3.0 + 2 * k);
+    double m[3], v[3];
+    norm_stats_t st = {m, v, NULL, NULL};
+    norm_batch_params_t p = {NORM_TRAIN, 1e-5, 0.5, 1, k + 1};
+    EXPECT_RC(norm_batch(&x, NULL, NULL, &rm, &rv, &p, &y, &st), NORM_OK);
+    for (size_t c = 0; c < C; c++) {
+      sum_m[c] += m[c];
+      sum_v[c] += v[c] * 8.0 / 7.0;
+    }
+    tu_tensor_free(&x);
+    tu_tensor_free(&y);
+  }
+  for (size_t c = 0; c < C; c++) {
+    ck_assert_msg(tu_close(norm_tensor_get(&rm, c), sum_m[c] / 3, 1e-12),
+                  "running_mean[%zu] %.17g vs %.17g", c,
+                  norm_tensor_get(&rm, c), sum_m[c] / 3);
+    ck_assert_msg(tu_close(norm_tensor_get(&rv, c), sum_v[c] / 3, 1e-12),
+                  "running_var[%zu] %.17g vs %.17g", c, norm_tensor_get(&rv, c),
+                  sum_v[c] / 3);
+  }
+  tu_tensor_free(&rm);
+  tu_tensor_free(&rv);
+}
+END_TEST
+
+START_TEST(test_eval) {
+  bcase_t c = bcase(NORM_F32, 4, SHAPE(2, 3, 2, 3));
+  c.mode = NORM_EVAL;
+  run_bcase(&c);
+  c.xt = c.yt = c.wt = NORM_F64;
+  c.affine = 0;
+  run_bcase(&c);
+  c = bcase(NORM_BF16, 3, SHAPE(3, 4, 2));
+  c.mode = NORM_EVAL;
+  run_bcase(&c);
+}
+END_TEST
+
+/* A single value per channel cannot be trained on but is fine in eval. */
+START_TEST(test_eval_single_value) {
+  bcase_t c = bcase(NORM_F32, 2, SHAPE(1, 4));
+  c.mode = NORM_EVAL;
+  run_bcase(&c);
+  c = bcase(NORM_F32, 4, SHAPE(1, 3, 1, 1));
+  c.mode = NORM_EVAL;
+  run_bcase(&c);
+}
+END_TEST
+
+/* N * spatial == 2 is the smallest trainable case (unbiased factor 2). */
+START_TEST(test_train_two_values) {
+  bcase_t c = bcase(NORM_F64, 2, SHAPE(2, 3));
+  c.running = 1;
+  run_bcase(&c);
+  c = bcase(NORM_F32, 3, SHAPE(1, 3, 2));
+  c.running = 1;
+  run_bcase(&c);
+}
+END_TEST
+
+START_TEST(test_in_place) {
+  norm_tensor_t x = mk(NORM_F32, 3, SHAPE(3, 4, 5));
+  tu_fill_uniform(&x, 9, -4, 4);
+  double *xd = to_doubles(&x), ref[60], m[4], v[4], r[4];
+  norm_batch_params_t p = {NORM_TRAIN, 1e-5, 0.1, 0, 0};
+  norm_stats_t st = {NULL, NULL, NULL, NULL};
+  EXPECT_RC(norm_batch(&x, NULL, NULL, NULL, NULL, &p, &x, &st), NORM_OK);
+  ref_batch(xd, 3, 4, 5, NULL, NULL, 1e-5, 0, NULL, NULL, ref, m, v, r);
+  check_tensor("y", &x, ref, 1e-6, 1e-12);
+  free(xd);
+  tu_tensor_free(&x);
+}
+END_TEST
+
+/* ---- Cruel -----------------------------------------------------------------
+ */
+
+/* |mean| 1e4 with std 1e-2: E[x^2] - E[x]^2 would lose every digit. */
+START_TEST(test_large_mean) {
+  bcase_t c = bcase(NORM_F32, 3, SHAPE(8, 3, 16));
+  c.lo = 1e4 - 0.017;
+  c.hi = 1e4 + 0.017;
+  c.running = 1;
+  run_bcase(&c);
+  c.lo = -1e4 - 0.017;
+  c.hi = -1e4 + 0.017;
+  run_bcase(&c);
+  c = bcase(NORM_F64, 3, SHAPE(8, 3, 16));
+  c.lo = 1e4 - 0.017;
+  c.hi = 1e4 + 0.017;
+  c.running = 1;
+  c.tol64 = 1e-12 * 1e4 / 1e-2; /* summation order, conditioned by mean/std */
+  run_bcase(&c);
+}
+END_TEST
+
+/* Constant channels: var 0, output 0 (+ bias), never NaN. */
+START_TEST(test_constant_channels) {
+  norm_dtype_t dts[4] = {NORM_F32, NORM_F64, NORM_F16, NORM_BF16};
+  double vals[3] = {0.1, -7.25, 12345.678};
+  for (int d = 0; d < 4; d++)
+    for (int k = 0; k < 3; k++) {
+      norm_tensor_t x = mk(dts[d], 3, SHAPE(5, 2, 7));
+      norm_tensor_t y = mk(dts[d], 3, SHAPE(5, 2, 7));
+      norm_tensor_t rm = mk(NORM_F64, 1, SHAPE(2)),
+                    rv = mk(NORM_F64, 1, SHAPE(2));
+      for (size_t i = 0; i < 70; i++)
+        norm_tensor_set(&x, i, vals[k]);
+      double m[2], v[2], r[2];
+      norm_stats_t st = {m, v, r, NULL};
+      norm_batch_params_t p = {NORM_TRAIN, 1e-5, 0.1, 0, 0};
+      EXPECT_RC(norm_batch(&x, NULL, NULL, &rm, &rv, &p, &y, &st), NORM_OK);
+      for (size_t i = 0; i < 70; i++) {
+        double g = norm_tensor_get(&y, i);
+        ck_assert_msg(fabs(g) <= 1e-6, "y[%zu] = %g for constant %g (%s)", i, g,
+                      vals[k], norm_dtype_name(dts[d]));
+      }
+      for (int c = 0; c < 2; c++) {
+        ck_assert_msg(v[c] >= 0 && v[c] < 1e-20, "var %g", v[c]);
+        ck_assert(rel_close(r[c], 1 / sqrt(v[c] + 1e-5), 1e-12));
+        ck_assert(tu_close(m[c], norm_tensor_get(&x, 0), 1e-15));
+        ck_assert(isfinite(norm_tensor_get(&rv, (size_t)c)));
+      }
+      tu_tensor_free(&x);
+      tu_tensor_free(&y);
+      tu_tensor_free(&rm);
+      tu_tensor_free(&rv);
+    }
+}
+END_TEST
+
+/* A constant channel with bias gives exactly the bias, also with eps = 0
+ * (0, not NaN); eps = 0 is allowed on data with spread. */
+START_TEST(test_constant_with_bias_and_zero_eps) {
+  norm_tensor_t x = mk(NORM_F32, 2, SHAPE(4, 2));
+  norm_tensor_t y = mk(NORM_F32, 2, SHAPE(4, 2));
+  norm_tensor_t b = mk(NORM_F32, 1, SHAPE(2));
+  for (size_t i = 0; i < 8; i++)
+    norm_tensor_set(&x, i, 3.0);
+  norm_tensor_set(&b, 0, 0.5);
+  norm_tensor_set(&b, 1, -2.0);
+  norm_batch_params_t p = {NORM_TRAIN, 1e-5, 0.1, 0, 0};
+  EXPECT_RC(norm_batch(&x, NULL, &b, NULL, NULL, &p, &y, NULL), NORM_OK);
+  for (size_t i = 0; i < 8; i++)
+    ck_assert(norm_tensor_get(&y, i) == (i % 2 ? -2.0 : 0.5));
+  p.eps = 0;
+  memset(y.data, 0, nbytes(&y));
+  EXPECT_RC(norm_batch(&x, NULL, &b, NULL, NULL, &p, &y, NULL), NORM_OK);
+  for (size_t i = 0; i < 8; i++)
+    ck_assert_msg(norm_tensor_get(&y, i) == (i % 2 ? -2.0 : 0.5),
+                  "eps 0: y[%zu] = %g", i, norm_tensor_get(&y, i));
+  tu_tensor_free(&x);
+  tu_tensor_free(&y);
+  tu_tensor_free(&b);
+
+  bcase_t c = bcase(NORM_F64, 3, SHAPE(3, 2, 4));
+  c.eps = 0;
+  run_bcase(&c);
+}
+END_TEST
+
+/* NaN or Inf in one channel poisons that channel only. */
+static void poison_case(double bad) {
+  const size_t N = 3, C = 4, S = 5, n = N * C * S;
+  norm_tensor_t x = mk(NORM_F32, 3, SHAPE(3, 4, 5));
+  norm_tensor_t y = mk(NORM_F32, 3, SHAPE(3, 4, 5));
+  norm_tensor_t rm = mk(NORM_F32, 1, SHAPE(4)), rv = mk(NORM_F32, 1, SHAPE(4));
+  tu_fill_uniform(&x, 11, -1, 1);
+  tu_fill_uniform(&rv, 12, 1, 2);
+  norm_tensor_set(&x, (1 * C + 2) * S + 3, bad); /* channel 2 */
+  double *xd = to_doubles(&x), ref[60], m[4], v[4], r[4], gm[4], gv[4], gr[4];
+  norm_stats_t st = {gm, gv, gr, NULL};
+  norm_batch_params_t p = {NORM_TRAIN, 1e-5, 0.1, 0, 0};
+  EXPECT_RC(norm_batch(&x, NULL, NULL, &rm, &rv, &p, &y, &st), NORM_OK);
+  ref_batch(xd, N, C, S, NULL, NULL, 1e-5, 0, NULL, NULL, ref, m, v, r);
+  for (size_t i = 0; i < n; i++) {
+    double g = norm_tensor_get(&y, i);
+    if ((i / S) % C == 2)
+      ck_assert_msg(!isfinite(g), "y[%zu] = %g in the poisoned channel", i, g);
+    else
+      ck_assert_msg(tu_close(g, ref[i], 1e-6), "y[%zu] = %g want %g", i, g,
+                    ref[i]);
+  }
+  for (size_t c = 0; c < C; c++) {
+    if (c == 2) {
+      ck_assert(!isfinite(gm[c]) && !isfinite(gr[c]));
+      ck_assert(!isfinite(norm_tensor_get(&rm, c)));
+    } else {
+      ck_assert(rel_close(gm[c], m[c], 1e-10) && rel_close(gv[c], v[c], 1e-10));
+      ck_assert(isfinite(norm_tensor_get(&rm, c)) &&
+                isfinite(norm_tensor_get(&rv, c)));
+    }
+  }
+  free(xd);
+  tu_tensor_free(&x);
+  tu_tensor_free(&y);
+  tu_tensor_free(&rm);
+  tu_tensor_free(&rv);
+}
+
+START_TEST(test_nan_isolated) { poison_case(NAN); }
+END_TEST
+
+START_TEST(test_inf_isolated) {
+  poison_case(INFINITY);
+  poison_case(-INFINITY);
+}
+END_TEST
+
+START_TEST(test_too_few) {
+  norm_batch_params_t p = {NORM_TRAIN, 1e-5, 0.1, 0, 0};
+  const int64_t *shapes[3] = {SHAPE(1, 3), SHAPE(1, 3, 1), SHAPE(1, 2, 1, 1)};
+  int ranks[3] = {2, 3, 4};
+  for (int k = 0; k < 3; k++) {
+    norm_tensor_t x = mk(NORM_F32, ranks[k], shapes[k]);
+    norm_tensor_t y = mk(NORM_F32, ranks[k], shapes[k]);
+    norm_tensor_t rm = mk(NORM_F32, 1, SHAPE(x.shape[1]));
+    norm_tensor_t rv = mk(NORM_F32, 1, SHAPE(x.shape[1]));
+    tu_fill_uniform(&rm, 1, 0, 1);
+    tu_fill_uniform(&rv, 2, 1, 2);
+    norm_tensor_t rm0 = mk_copy(&rm), rv0 = mk_copy(&rv);
+    EXPECT_RC(norm_batch(&x, NULL, NULL, NULL, NULL, &p, &y, NULL),
+              NORM_E_TOO_FEW);
+    EXPECT_RC(norm_batch(&x, NULL, NULL, &rm, &rv, &p, &y, NULL),
+              NORM_E_TOO_FEW);
+    ck_assert_msg(memcmp(rm.data, rm0.data, nbytes(&rm)) == 0 &&
+                      memcmp(rv.data, rv0.data, nbytes(&rv)) == 0,
+                  "running stats changed by a failed call");
+    EXPECT_RC(norm_batch_rows(&x, NULL, NULL, NULL, NULL, &p, &y, NULL, 0, 1),
+              NORM_E_TOO_FEW);
+    tu_tensor_free(&x);
+    tu_tensor_free(&y);
+    tu_tensor_free(&rm);
+    tu_tensor_free(&rv);
+    tu_tensor_free(&rm0);
+    tu_tensor_free(&rv0);
+  }
+}
+END_TEST
+
+/* ---- Rows ---------------------------------------------------------------- */
+
+/* Splitting the channels into ranges gives bit-identical y, stats and
+ * running stats; stats arrays sized `end` are enough; other channels of y
+ * are left alone. */
+static void rows_case(const bcase_t *c) {
+  bfix_t whole, part;
+  bfix_init(&whole, c);
+  bfix_init(&part, c);
+  norm_batch_params_t p = bparams(c);
+  const norm_tensor_t *w = c->affine ? &whole.w : NULL;
+  const norm_tensor_t *b = c->affine ? &whole.b : NULL;
+  norm_tensor_t *rm = whole.rm.data ? &whole.rm : NULL;
+  norm_tensor_t *rv = whole.rv.data ? &whole.rv : NULL;
+  norm_stats_t st = {whole.mean, whole.var, whole.rstd, NULL};
+  EXPECT_RC(norm_batch(&whole.x, w, b, rm, rv, &p, &whole.y, &st), NORM_OK);
+  ck_assert_int_eq(norm_batch_groups(&whole.x), (int64_t)whole.C);
+
+  size_t C = whole.C, cuts[3] = {0, C / 3, C - 1};
+  size_t ybytes = nbytes(&part.y);
+  memset(part.y.data, 0x5A, ybytes);
+  for (int k = 2; k >= 0; k--) { /* last range first: earlier ones stay 0x5A */
+    size_t lo = cuts[k], hi = k < 2 ? cuts[k + 1] : C;
+    double *m = tu_doubles(hi), *v = tu_doubles(hi), *r = tu_doubles(hi);
+    for (size_t g = 0; g < hi; g++)
+      m[g] = v[g] = r[g] = -12345.0;
+    norm_stats_t sp = {m, v, r, NULL};
+    unsigned char *before = malloc(ybytes);
+    memcpy(before, part.y.data, ybytes);
+    EXPECT_RC(norm_batch_rows(&part.x, w, b, part.rm.data ? &part.rm : NULL,
+                              part.rv.data ? &part.rv : NULL, &p, &part.y, &sp,
+                              lo, hi),
+              NORM_OK);
+    size_t es = norm_dtype_size(part.y.dtype);
+    for (size_t i = 0; i < whole.numel; i++) {
+      size_t ch = (i / whole.S) % C;
+      const unsigned char *now = (const unsigned char *)part.y.data + i * es;
+      if (ch < lo || ch >= hi)
+        ck_assert_msg(memcmp(now, before + i * es, es) == 0,
+                      "range [%zu,%zu) wrote y[%zu] of channel %zu", lo, hi, i,
+                      ch);
+    }
+    for (size_t g = lo; g < hi; g++) {
+      ck_assert_msg(memcmp(&m[g], &whole.mean[g], sizeof(double)) == 0 &&
+                        memcmp(&v[g], &whole.var[g], sizeof(double)) == 0 &&
+                        memcmp(&r[g], &whole.rstd[g], sizeof(double)) == 0,
+                    "stats of channel %zu differ from the whole call", g);
+    }
+    for (size_t g = 0; g < lo; g++)
+      ck_assert_msg(m[g] == -12345.0 && v[g] == -12345.0 && r[g] == -12345.0,
+                    "range [%zu,%zu) wrote stats[%zu]", lo, hi, g);
+    free(before);
+    tu_doubles_free(m, hi);
+    tu_doubles_free(v, hi);
+    tu_doubles_free(r, hi);
+  }
+  ck_assert_msg(memcmp(part.y.data, whole.y.data, ybytes) == 0,
+                "split y differs from the whole call");
+  if (rm) {
+    ck_assert(memcmp(part.rm.data, whole.rm.data, nbytes(rm)) == 0);
+    ck_assert(memcmp(part.rv.data, whole.rv.data, nbytes(rv)) == 0);
+  }
+  bfix_free(&whole);
+  bfix_free(&part);
+}
+
+START_TEST(test_rows_split) {
+  bcase_t c = bcase(NORM_F32, 4, SHAPE(3, 7, 2, 3));
+  c.running = 1;
+  rows_case(&c);
+  c.mode = NORM_EVAL;
+  rows_case(&c);
+  c = bcase(NORM_F16, 3, SHAPE(2, 5, 4));
+  c.running = 1;
+  rows_case(&c);
+  c = bcase(NORM_F64, 2, SHAPE(9, 6));
+  c.affine = 0;
+  rows_case(&c);
+  c = bcase(NORM_F64, 3, SHAPE(2, 6, 3));
+  c.running = 1;
+  c.cumulative = 1;
+  c.nbt = 3;
+  rows_case(&c);
+}
+END_TEST
+
+START_TEST(test_rows_empty_range) {
+  norm_tensor_t x = mk(NORM_F32, 3, SHAPE(2, 3, 4));
+  norm_tensor_t y = mk(NORM_F32, 3, SHAPE(2, 3, 4));
+  tu_fill_uniform(&x, 3, -1, 1);
+  norm_batch_params_t p = {NORM_TRAIN, 1e-5, 0.1, 0, 0};
+  EXPECT_RC(norm_batch_rows(&x, NULL, NULL, NULL, NULL, &p, &y, NULL, 2, 2),
+            NORM_OK);
+  EXPECT_RC(norm_batch_rows(&x, NULL, NULL, NULL, NULL, &p, &y, NULL, 3, 3),
+            NORM_OK);
+  for (size_t i = 0; i < 24; i++)
+    ck_assert(norm_tensor_get(&y, i) == 0.0);
+  tu_tensor_free(&x);
+  tu_tensor_free(&y);
+}
+END_TEST
+
+START_TEST(test_rows_bad_range) {
+  norm_tensor_t x = mk(NORM_F32, 3, SHAPE(2, 3, 4));
+  norm_tensor_t y = mk(NORM_F32, 3, SHAPE(2, 3, 4));
+  norm_batch_params_t p = {NORM_TRAIN, 1e-5, 0.1, 0, 0};
+  EXPECT_RC(norm_batch_rows(&x, NULL, NULL, NULL, NULL, &p, &y, NULL, 0, 4),
+            NORM_E_RANGE);
+  EXPECT_RC(norm_batch_rows(&x, NULL, NULL, NULL, NULL, &p, &y, NULL, 2, 1),
+            NORM_E_RANGE);
+  EXPECT_RC(norm_batch_rows(&x, NULL, NULL, NULL, NULL, &p, &y, NULL, 4, 4),
+            NORM_E_RANGE);
+  EXPECT_RC(
+      norm_batch_rows(&x, NULL, NULL, NULL, NULL, &p, &y, NULL, 0, SIZE_MAX),
+      NORM_E_RANGE);
+  tu_tensor_free(&x);
+  tu_tensor_free(&y);
+}
+END_TEST
+
+START_TEST(test_groups_count) {
+  norm_tensor_t x = {NORM_F32, 4, {2, 7, 3, 3}, NULL};
+  ck_assert_int_eq(norm_batch_groups(&x), 7);
+  x.rank = 2;
+  ck_assert_int_eq(norm_batch_groups(&x), 7);
+  x.rank = 1;
+  ck_assert_int_eq(norm_batch_groups(&x), NORM_E_CHANNELS);
+  x.rank = 3;
+  x.shape[1] = 0;
+  ck_assert_int_eq(norm_batch_groups(&x), NORM_E_EMPTY);
+  x.shape[1] = -2;
+  ck_assert_int_eq(norm_batch_groups(&x), NORM_E_DIM);
+  ck_assert_int_lt(norm_batch_groups(NULL), 0);
+}
+END_TEST
+
+/* ---- Errors ------------------------------------------------------------- */
+
+START_TEST(test_err_null) {
+  norm_tensor_t x = mk(NORM_F32, 2, SHAPE(3, 2));
+  norm_tensor_t y = mk(NORM_F32, 2, SHAPE(3, 2));
+  norm_batch_params_t p = {NORM_TRAIN, 1e-5, 0.1, 0, 0};
+  EXPECT_RC(norm_batch(NULL, NULL, NULL, NULL, NULL, &p, &y, NULL),
+            NORM_E_NULL);
+  EXPECT_RC(norm_batch(&x, NULL, NULL, NULL, NULL, NULL, &y, NULL),
+            NORM_E_NULL);
+  EXPECT_RC(norm_batch(&x, NULL, NULL, NULL, NULL, &p, NULL, NULL),
+            NORM_E_NULL);
+  void *d = x.data;
+  x.data = NULL;
+  EXPECT_RC(norm_batch(&x, NULL, NULL, NULL, NULL, &p, &y, NULL), NORM_E_NULL);
+  x.data = d;
+  tu_tensor_free(&x);
+  tu_tensor_free(&y);
+}
+END_TEST
+
+START_TEST(test_err_shape) {
+  norm_batch_params_t p = {NORM_TRAIN, 1e-5, 0.1, 0, 0};
+  norm_tensor_t x = mk(NORM_F32, 1, SHAPE(6));
+  norm_tensor_t y = mk(NORM_F32, 1, SHAPE(6));
+  EXPECT_RC(norm_batch(&x, NULL, NULL, NULL, NULL, &p, &y, NULL),
+            NORM_E_CHANNELS);
+  p.mode = NORM_EVAL;
+  EXPECT_RC(norm_batch(&x, NULL, NULL, NULL, NULL, &p, &y, NULL),
+            NORM_E_CHANNELS);
+  p.mode = NORM_TRAIN;
+  tu_tensor_free(&x);
+  tu_tensor_free(&y);
+
+  static float buf[64];
+  norm_tensor_t bx = {NORM_F32, 3, {2, 3, 4}, buf};
+  norm_tensor_t by = {NORM_F32, 3, {2, 3, 4}, buf};
+  bx.rank = 9;
+  EXPECT_RC(norm_batch(&bx, NULL, NULL, NULL, NULL, &p, &by, NULL),
+            NORM_E_RANK);
+  bx.rank = 0;
+  EXPECT_RC(norm_batch(&bx, NULL, NULL, NULL, NULL, &p, &by, NULL),
+            NORM_E_RANK);
+  bx.rank = 3;
+  bx.shape[2] = -4;
+  EXPECT_RC(norm_batch(&bx, NULL, NULL, NULL, NULL, &p, &by, NULL), NORM_E_DIM);
+  bx.shape[2] = 0;
+  EXPECT_RC(norm_batch(&bx, NULL, NULL, NULL, NULL, &p, &by, NULL),
+            NORM_E_EMPTY);
+  bx.shape[0] = INT64_C(1) << 40;
+  bx.shape[1] = INT64_C(1) << 40;
+  bx.shape[2] = 64;
+  by.shape[0] = bx.shape[0];
+  by.shape[1] = bx.shape[1];
+  by.shape[2] = bx.shape[2];
+  EXPECT_RC(norm_batch(&bx, NULL, NULL, NULL, NULL, &p, &by, NULL),
+            NORM_E_OVERFLOW);
+  bx.shape[0] = 2;
+  bx.shape[1] = 3;
+  bx.shape[2] = 4;
+  bx.dtype = (norm_dtype_t)7;
+  EXPECT_RC(norm_batch(&bx, NULL, NULL, NULL, NULL, &p, &by, NULL),
+            NORM_E_DTYPE);
+}
+END_TEST
+
+START_TEST(test_err_output) {
+  norm_batch_params_t p = {NORM_TRAIN, 1e-5, 0.1, 0, 0};
+  norm_tensor_t x = mk(NORM_F32, 3, SHAPE(2, 3, 4));
+  norm_tensor_t y1 = mk(NORM_F32, 3, SHAPE(2, 3, 5));
+  norm_tensor_t y2 = mk(NORM_F32, 2, SHAPE(2, 12));
+  norm_tensor_t y3 = mk(NORM_F32, 4, SHAPE(2, 3, 4, 1));
+  norm_tensor_t y4 = mk(NORM_F32, 3, SHAPE(3, 2, 4));
+  EXPECT_RC(norm_batch(&x, NULL, NULL, NULL, NULL, &p, &y1, NULL),
+            NORM_E_OUTPUT);
+  EXPECT_RC(norm_batch(&x, NULL, NULL, NULL, NULL, &p, &y2, NULL),
+            NORM_E_OUTPUT);
+  EXPECT_RC(norm_batch(&x, NULL, NULL, NULL, NULL, &p, &y3, NULL),
+            NORM_E_OUTPUT);
+  EXPECT_RC(norm_batch(&x, NULL, NULL, NULL, NULL, &p, &y4, NULL),
+            NORM_E_OUTPUT);
+  EXPECT_RC(norm_batch_rows(&x, NULL, NULL, NULL, NULL, &p, &y1, NULL, 0, 1),
+            NORM_E_OUTPUT);
+  y1.dtype = (norm_dtype_t)9;
+  y1.shape[2] = 4;
+  ck_assert_int_lt(norm_batch(&x, NULL, NULL, NULL, NULL, &p, &y1, NULL), 0);
+  y1.dtype = NORM_F32;
+  y1.shape[2] = 5;
+  tu_tensor_free(&x);
+  tu_tensor_free(&y1);
+  tu_tensor_free(&y2);
+  tu_tensor_free(&y3);
+  tu_tensor_free(&y4);
+}
+END_TEST
+
+START_TEST(test_err_weight_bias) {
+  norm_batch_params_t p = {NORM_TRAIN, 1e-5, 0.1, 0, 0};
+  norm_tensor_t x = mk(NORM_F32, 3, SHAPE(2, 3, 4));
+  norm_tensor_t y = mk(NORM_F32, 3, SHAPE(2, 3, 4));
+  norm_tensor_t ok = mk(NORM_F32, 1, SHAPE(3));
+  norm_tensor_t w4 = mk(NORM_F32, 1, SHAPE(4));
+  norm_tensor_t w2 = mk(NORM_F32, 1, SHAPE(2));
+  norm_tensor_t w34 = mk(NORM_F32, 2, SHAPE(3, 4));
+  EXPECT_RC(norm_batch(&x, &w4, NULL, NULL, NULL, &p, &y, NULL), NORM_E_WEIGHT);
+  EXPECT_RC(norm_batch(&x, &w2, &ok, NULL, NULL, &p, &y, NULL), NORM_E_WEIGHT);
+  EXPECT_RC(norm_batch(&x, &w34, NULL, NULL, NULL, &p, &y, NULL),
+            NORM_E_WEIGHT);
+  EXPECT_RC(norm_batch(&x, &ok, &w4, NULL, NULL, &p, &y, NULL), NORM_E_BIAS);
+  EXPECT_RC(norm_batch(&x, NULL, &w2, NULL, NULL, &p, &y, NULL), NORM_E_BIAS);
+  EXPECT_RC(norm_batch(&x, NULL, &w34, NULL, NULL, &p, &y, NULL), NORM_E_BIAS);
+  p.mode = NORM_EVAL;
+  EXPECT_RC(norm_batch(&x, &w4, NULL, &ok, &ok, &p, &y, NULL), NORM_E_WEIGHT);
+  tu_tensor_free(&x);
+  tu_tensor_free(&y);
+  tu_tensor_free(&ok);
+  tu_tensor_free(&w4);
+  tu_tensor_free(&w2);
+  tu_tensor_free(&w34);
+}
+END_TEST
+
+START_TEST(test_err_running) {
+  norm_batch_params_t p = {NORM_TRAIN, 1e-5, 0.1, 0, 0};
+  norm_tensor_t x = mk(NORM_F32, 3, SHAPE(2, 3, 4));
+  norm_tensor_t y = mk(NORM_F32, 3, SHAPE(2, 3, 4));
+  norm_tensor_t r = mk(NORM_F32, 1, SHAPE(3));
+  norm_tensor_t r4 = mk(NORM_F32, 1, SHAPE(4));
+  norm_tensor_t r13 = mk(NORM_F32, 2, SHAPE(1, 3));
+  norm_tensor_t r0 = mk_copy(&r);
+  EXPECT_RC(norm_batch(&x, NULL, NULL, &r, NULL, &p, &y, NULL), NORM_E_RUNNING);
+  EXPECT_RC(norm_batch(&x, NULL, NULL, NULL, &r, &p, &y, NULL), NORM_E_RUNNING);
+  EXPECT_RC(norm_batch(&x, NULL, NULL, &r4, &r, &p, &y, NULL), NORM_E_RUNNING);
+  EXPECT_RC(norm_batch(&x, NULL, NULL, &r, &r4, &p, &y, NULL), NORM_E_RUNNING);
+  EXPECT_RC(norm_batch(&x, NULL, NULL, &r13, &r, &p, &y, NULL), NORM_E_RUNNING);
+  ck_assert(memcmp(r.data, r0.data, nbytes(&r)) == 0);
+  p.mode = NORM_EVAL;
+  EXPECT_RC(norm_batch(&x, NULL, NULL, NULL, NULL, &p, &y, NULL),
+            NORM_E_RUNNING);
+  EXPECT_RC(norm_batch(&x, NULL, NULL, &r, NULL, &p, &y, NULL), NORM_E_RUNNING);
+  EXPECT_RC(norm_batch(&x, NULL, NULL, NULL, &r, &p, &y, NULL), NORM_E_RUNNING);
+  EXPECT_RC(norm_batch(&x, NULL, NULL, &r, &r4, &p, &y, NULL), NORM_E_RUNNING);
+  EXPECT_RC(norm_batch_rows(&x, NULL, NULL, NULL, NULL, &p, &y, NULL, 0, 1),
+            NORM_E_RUNNING);
+  tu_tensor_free(&x);
+  tu_tensor_free(&y);
+  tu_tensor_free(&r);
+  tu_tensor_free(&r4);
+  tu_tensor_free(&r13);
+  tu_tensor_free(&r0);
+}
+END_TEST
+
+START_TEST(test_err_momentum) {
+  norm_tensor_t x = mk(NORM_F32, 3, SHAPE(2, 3, 4));
+  norm_tensor_t y = mk(NORM_F32, 3, SHAPE(2, 3, 4));
+  norm_tensor_t rm = mk(NORM_F32, 1, SHAPE(3)), rv = mk(NORM_F32, 1, SHAPE(3));
+  tu_fill_uniform(&rv, 5, 1, 2);
+  norm_tensor_t rv0 = mk_copy(&rv);
+  double bad[5] = {NAN, -0.1, 1.5, INFINITY, -INFINITY};
+  for (int i = 0; i < 5; i++) {
+    norm_batch_params_t p = {NORM_TRAIN, 1e-5, bad[i], 0, 0};
+    EXPECT_RC(norm_batch(&x, NULL, NULL, &rm, &rv, &p, &y, NULL),
+              NORM_E_MOMENTUM);
+    EXPECT_RC(norm_batch_rows(&x, NULL, NULL, &rm, &rv, &p, &y, NULL, 0, 3),
+              NORM_E_MOMENTUM);
+  }
+  ck_assert_msg(memcmp(rv.data, rv0.data, nbytes(&rv)) == 0,
+                "running stats changed by a failed call");
+  tu_tensor_free(&x);
+  tu_tensor_free(&y);
+  tu_tensor_free(&rm);
+  tu_tensor_free(&rv);
+  tu_tensor_free(&rv0);
+}
+END_TEST
+
+START_TEST(test_err_eps_mode) {
+  norm_tensor_t x = mk(NORM_F32, 3, SHAPE(2, 3, 4));
+  norm_tensor_t y = mk(NORM_F32, 3, SHAPE(2, 3, 4));
+  norm_tensor_t r = mk(NORM_F32, 1, SHAPE(3));
+  double bad[4] = {-1e-5, NAN, INFINITY, -INFINITY};
+  for (int i = 0; i < 4; i++) {
+    norm_batch_params_t p = {NORM_TRAIN, bad[i], 0.1, 0, 0};
+    EXPECT_RC(norm_batch(&x, NULL, NULL, NULL, NULL, &p, &y, NULL), NORM_E_EPS);
+    p.mode = NORM_EVAL;
+    EXPECT_RC(norm_batch(&x, NULL, NULL, &r, &r, &p, &y, NULL), NORM_E_EPS);
+    EXPECT_RC(norm_batch_rows(&x, NULL, NULL, &r, &r, &p, &y, NULL, 0, 3),
+              NORM_E_EPS);
+  }
+  norm_batch_params_t p = {(norm_mode_t)2, 1e-5, 0.1, 0, 0};
+  EXPECT_RC(norm_batch(&x, NULL, NULL, NULL, NULL, &p, &y, NULL), NORM_E_ARG);
+  tu_tensor_free(&x);
+  tu_tensor_free(&y);
+  tu_tensor_free(&r);
+}
+END_TEST
+
+/* The cumulative factor 1 / num_batches_tracked needs a positive count. */
+START_TEST(test_err_cumulative_count) {
+  norm_tensor_t x = mk(NORM_F32, 3, SHAPE(2, 3, 4));
+  norm_tensor_t y = mk(NORM_F32, 3, SHAPE(2, 3, 4));
+  norm_tensor_t rm = mk(NORM_F32, 1, SHAPE(3)), rv = mk(NORM_F32, 1, SHAPE(3));
+  int64_t bad[2] = {0, -3};
+  for (int i = 0; i < 2; i++) {
+    norm_batch_params_t p = {NORM_TRAIN, 1e-5, 0.1, 1, bad[i]};
+    int rc = norm_batch(&x, NULL, NULL, &rm, &rv, &p, &y, NULL);
+    ck_assert_msg(rc == NORM_E_MOMENTUM || rc == NORM_E_ARG,
+                  "num_batches_tracked %lld: got %d (%s)", (long long)bad[i],
+                  rc, norm_err_name(rc));
+  }
+  tu_tensor_free(&x);
+  tu_tensor_free(&y);
+  tu_tensor_free(&rm);
+  tu_tensor_free(&rv);
+}
+END_TEST
+
+Suite *norm_batch_suite(void) {
+  Suite *s = suite_create("norm_batch");
+  TCase *tc = tcase_create("Core");
+  tcase_add_test(tc, test_train_nc);
+  tcase_add_test(tc, test_train_ncl);
+  tcase_add_test(tc, test_train_nchw);
+  tcase_add_test(tc, test_train_f64);
+  tcase_add_test(tc, test_train_half);
+  tcase_add_test(tc, test_mixed_dtypes);
+  tcase_add_test(tc, test_no_affine);
+  tcase_add_test(tc, test_weight_or_bias_only);
+  tcase_add_test(tc, test_momentum_edges);
+  tcase_add_test(tc, test_cumulative);
+  tcase_add_test(tc, test_cumulative_average);
+  tcase_add_test(tc, test_eval);
+  tcase_add_test(tc, test_eval_single_value);
+  tcase_add_test(tc, test_train_two_values);
+  tcase_add_test(tc, test_in_place);
+  suite_add_tcase(s, tc);
+
+  tc = tcase_create("Cruel");
+  tcase_add_test(tc, test_large_mean);
+  tcase_add_test(tc, test_constant_channels);
+  tcase_add_test(tc, test_constant_with_bias_and_zero_eps);
+  tcase_add_test(tc, test_nan_isolated);
+  tcase_add_test(tc, test_inf_isolated);
+  tcase_add_test(tc, test_too_few);
+  suite_add_tcase(s, tc);
+
+  tc = tcase_create("Rows");
+  tcase_add_test(tc, test_rows_split);
+  tcase_add_test(tc, test_rows_empty_range);
+  tcase_add_test(tc, test_rows_bad_range);
+  tcase_add_test(tc, test_groups_count);
+  suite_add_tcase(s, tc);
+
+  tc = tcase_create("Errors");
+  tcase_add_test(tc, test_err_null);
+  tcase_add_test(tc, test_err_shape);
+  tcase_add_test(tc, test_err_output);
+  tcase_add_test(tc, test_err_weight_bias);
+  tcase_add_test(tc, test_err_running);
+  tcase_add_test(tc, test_err_momentum);
+  tcase_add_test(tc, test_err_eps_mode);
+  tcase_add_test(tc, test_err_cumulative_count);
+  suite_add_tcase(s, tc);
+  return s;
+}

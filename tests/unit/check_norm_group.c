@@ -1,0 +1,685 @@
+/* check_norm_group.c -- norm_group and norm_group_rows against a naive
+ * two-pass double reference: several num_groups (1, divisors, C), stats per
+ * (n, g) at n * G + g, per-channel affine, cruel data, split ranges, and
+ * the error codes. */
+#include <math.h>
+
+#include "testutil.h"
+
+#define SHAPE(...) ((const int64_t[]){__VA_ARGS__})
+#define EXPECT_RC(call, want)                                                  \
+  do {                                                                         \
+    int rc_ = (call), want_ = (want);                                          \
+    ck_assert_msg(rc_ == want_, "%s: got %d (%s), want %d (%s)", #call, rc_,   \
+                  norm_err_name(rc_), want_, norm_err_name(want_));            \
+  } while (0)
+
+static norm_tensor_t mk(norm_dtype_t dt, int rank, const int64_t *shape) {
+  norm_tensor_t t;
+  memset(&t, 0, sizeof t);
+  t.dtype = dt;
+  t.rank = rank;
+  size_t n = 1;
+  for (int i = 0; i < rank; i++)
+    n *= (size_t)(t.shape[i] = shape[i]);
+  t.data = tu_alloc_guarded(n * norm_dtype_size(dt));
+  return t;
+}
+
+static size_t nbytes(const norm_tensor_t *t) {
+  return tu_numel(t) * norm_dtype_size(t->dtype);
+}
+
+static double *to_doubles(const norm_tensor_t *t) {
+  size_t n = tu_numel(t);
+  double *d = malloc(n * sizeof *d);
+  ck_assert_ptr_nonnull(d);
+  for (size_t i = 0; i < n; i++)
+    d[i] = norm_tensor_get(t, i);
+  return d;
+}
+
+static int ord16(uint16_t h) {
+  return (h & 0x8000) ? -(int)(h & 0x7fff) : (int)h;
+}
+
+/* f32: tu_close(1e-6); f64: tu_close(tol64); f16/bf16: within 1 ulp of the
+ * reference rounded to the format (or within f32 tolerance near 0). */
+static int out_close(const norm_tensor_t *y, size_t i, double ref,
+                     double tol64) {
+  double got = norm_tensor_get(y, i);
+  if (isnan(ref))
+    return isnan(got);
+  switch (y->dtype) {
+  case NORM_F32:
+    return tu_close(got, ref, 1e-6);
+  case NORM_F64:
+    return tu_close(got, ref, tol64);
+  case NORM_F16:
+  case NORM_BF16: {
+    uint16_t g = ((const uint16_t *)y->data)[i];
+    uint16_t w = y->dtype == NORM_F16 ? norm_f16_from_float((float)ref)
+                                      : norm_bf16_from_float((float)ref);
+    if (isnan(got))
+      return 0;
+    return abs(ord16(g) - ord16(w)) <= 1 || tu_close(got, ref, 1e-6);
+  }
+  default:
+    return 0;
+  }
+}
+
+static int rel_close(double got, double want, double tol) {
+  if (isnan(want))
+    return isnan(got);
+  if (got == want)
+    return 1;
+  return fabs(got - want) <= tol * fabs(want) + 1e-300;
+}
+
+/* Variance against the naive reference, whose own mean carries a rounding
+ * error of ~1e-16 * |mean|: that adds up to ~(1e-16 * mean)^2 to its var. */
+static int var_close(double got, double want, double mean, double tol) {
+  return rel_close(got, want, tol) || fabs(got - want) <= 1e-28 * mean * mean;
+}
+
+/* ---- reference ----------------------------------------------------------- */
+
+/* Stats over the C/G channels of group g and all spatial positions of
+ * sample n, at n * G + g; y = (x - mean) / sqrt(var + eps) * w_c + b_c. */
+static void ref_group(const double *x, size_t N, size_t C, size_t S, size_t G,
+                      const double *w, const double *b, double eps, double *y,
+                      double *mean, double *var, double *rstd) {
+  size_t cg = C / G, cnt = cg * S;
+  for (size_t n = 0; n < N; n++)
+    for (size_t g = 0; g < G; g++) {
+      const double *xs = x + (n * C + g * cg) * S;
+      double s = 0, ss = 0;
+      for (size_t i = 0; i < cnt; i++)
+        s += xs[i];
+      double m = s / (double)cnt;
+      for (size_t i = 0; i < cnt; i++)
+        ss += (xs[i] - m) * (xs[i] - m);
+      double v = ss / (double)cnt, r = 1.0 / sqrt(v + eps);
+      mean[n * G + g] = m;
+      var[n * G + g] = v;
+      rstd[n * G + g] = r;
+      for (size_t i = 0; i < cnt; i++) {
+        size_t c = g * cg + i / S, at = (n * C + g * cg) * S + i;
+        y[at] = (x[at] - m) * r * (w ? w[c] : 1.0) + (b ? b[c] : 0.0);
+      }
+    }
+}
+
+/* ---- one configurable case --------------------------------------------- */
+
+typedef struct {
+  norm_dtype_t xt, yt, wt;
+  int rank;
+  int64_t shape[5];
+  int64_t groups;
+  int affine;
+  double eps, lo, hi;
+  uint64_t seed;
+  double tol64;
+} gcase_t;
+
+static gcase_t gcase(norm_dtype_t dt, int rank, const int64_t *shape,
+                     int64_t groups) {
+  gcase_t c;
+  memset(&c, 0, sizeof c);
+  c.xt = c.yt = c.wt = dt;
+  c.rank = rank;
+  for (int i = 0; i < rank; i++)
+    c.shape[i] = shape[i];
+  c.groups = groups;
+  c.affine = 1;
+  c.eps = 1e-5;
+  c.lo = -2;
+  c.hi = 6;
+  c.seed = 1234;
+  c.tol64 = 1e-12;
+  return c;
+}
+
+typedef struct {
+  norm_tensor_t x, y, w, b;
+  double *mean, *var, *rstd;
+  size_t N, C, S, G, numel, ngroups;
+} gfix_t;
+
+static void gfix_init(gfix_t *f, const gcase_t *c) {
+  memset(f, 0, sizeof *f);
+  f->x = mk(c->xt, c->rank, c->shape);
+  f->y = mk(c->yt, c->rank, c->shape);
+  tu_fill_uniform(&f->x, c->seed, c->lo, c->hi);
+  f->N = (size_t)c->shape[0];
+  f->C = (size_t)c->shape[1];
+  f->S = 1;
+  for (int i = 2; i < c->rank; i++)
+    f->S *= (size_t)c->shape[i];
+  f->G = (size_t)c->groups;
+  f->numel = f->N * f->C * f->S;
+  f->ngroups = f->N * f->G;
+  if (c->affine) {
+    f->w = mk(c->wt, 1, SHAPE(c->shape[1]));
+    f->b = mk(c->wt, 1, SHAPE(c->shape[1]));
+    tu_fill_uniform(&f->w, c->seed + 1, -2, 2);
+    tu_fill_uniform(&f->b, c->seed + 2, -1, 1);
+  }
+  f->mean = tu_doubles(f->ngroups);
+  f->var = tu_doubles(f->ngroups);
+  f->rstd = tu_doubles(f->ngroups);
+}
+
+static void gfix_free(gfix_t *f) {
+  tu_tensor_free(&f->x);
+  tu_tensor_free(&f->y);
+  if (f->w.data)
+    tu_tensor_free(&f->w);
+  if (f->b.data)
+    tu_tensor_free(&f->b);
+  tu_doubles_free(f->mean, f->ngroups);
+  tu_doubles_free(f->var, f->ngroups);
+  tu_doubles_free(f->rstd, f->ngroups);
+}
+
+/* Runs norm_group on c (x prepared by `prep` when given) and compares y and
+ * stats to the reference. */
+static void run_gcase(const gcase_t *c, void (*prep)(norm_tensor_t *)) {
+  gfix_t f;
+  gfix_init(&f, c);
+  if (prep)
+    prep(&f.x);
+  norm_group_params_t p = {c->groups, c->eps};
+  norm_stats_t st = {f.mean, f.var, f.rstd, NULL};
+  double *x = to_doubles(&f.x);
+  double *w = c->affine ? to_doubles(&f.w) : NULL;
+  double *b = c->affine ? to_doubles(&f.b) : NULL;
+  double *y = malloc(f.numel * sizeof *y);
+  double *m = malloc(f.ngroups * sizeof *m), *v = malloc(f.ngroups * sizeof *v),
+         *r = malloc(f.ngroups * sizeof *r);
+  EXPECT_RC(norm_group(&f.x, c->affine ? &f.w : NULL, c->affine ? &f.b : NULL,
+                       &p, &f.y, &st),
+            NORM_OK);
+  ck_assert_int_eq(norm_group_groups(&f.x, &p), (int64_t)f.ngroups);
+  ref_group(x, f.N, f.C, f.S, f.G, w, b, c->eps, y, m, v, r);
+  for (size_t i = 0; i < f.numel; i++)
+    ck_assert_msg(out_close(&f.y, i, y[i], c->tol64),
+                  "G=%zu y[%zu] (%s): got %.17g want %.17g", f.G, i,
+                  norm_dtype_name(f.y.dtype), norm_tensor_get(&f.y, i), y[i]);
+  for (size_t g = 0; g < f.ngroups; g++)
+    ck_assert_msg(rel_close(f.mean[g], m[g], 1e-10) &&
+                      var_close(f.var[g], v[g], m[g], 1e-10) &&
+                      rel_close(f.rstd[g], r[g], 1e-10),
+                  "G=%zu stats[%zu]: got %.17g %.17g %.17g want %.17g %.17g "
+                  "%.17g",
+                  f.G, g, f.mean[g], f.var[g], f.rstd[g], m[g], v[g], r[g]);
+  free(x);
+  free(w);
+  free(b);
+  free(y);
+  free(m);
+  free(v);
+  free(r);
+  gfix_free(&f);
+}
+
+/* ---- Core ---------------------------------------------------------------- */
+
+START_TEST(test_nchw_all_divisors) {
+  int64_t gs[] = {1, 2, 3, 6};
+  for (int i = 0; i < 4; i++) {
+    gcase_t c = gcase(NORM_F32, 4, SHAPE(2, 6, 3, 4), gs[i]);
+    run_gcase(&c, NULL);
+  }
+}
+END_TEST
+
+START_TEST(test_ncl_and_nc) {
+  gcase_t c = gcase(NORM_F32, 3, SHAPE(3, 8, 5), 4);
+  run_gcase(&c, NULL);
+  c = gcase(NORM_F32, 2, SHAPE(5, 8), 2); /* (N, C): spatial size 1 */
+  run_gcase(&c, NULL);
+  c = gcase(NORM_F32, 5, SHAPE(2, 4, 2, 3, 2), 2);
+  run_gcase(&c, NULL);
+}
+END_TEST
+
+START_TEST(test_f64) {
+  int64_t gs[] = {1, 5, 10};
+  for (int i = 0; i < 3; i++) {
+    gcase_t c = gcase(NORM_F64, 3, SHAPE(3, 10, 7), gs[i]);
+    run_gcase(&c, NULL);
+  }
+}
+END_TEST
+
+START_TEST(test_half) {
+  gcase_t c = gcase(NORM_F16, 4, SHAPE(2, 4, 3, 3), 2);
+  run_gcase(&c, NULL);
+  c = gcase(NORM_BF16, 4, SHAPE(2, 4, 3, 3), 4);
+  run_gcase(&c, NULL);
+  c = gcase(NORM_BF16, 3, SHAPE(2, 6, 5), 3);
+  c.yt = NORM_F32;
+  c.wt = NORM_F64;
+  run_gcase(&c, NULL);
+}
+END_TEST
+
+START_TEST(test_no_affine_mixed) {
+  gcase_t c = gcase(NORM_F32, 3, SHAPE(2, 6, 5), 3);
+  c.affine = 0;
+  run_gcase(&c, NULL);
+  c.yt = NORM_F64;
+  c.affine = 1;
+  c.wt = NORM_BF16;
+  run_gcase(&c, NULL);
+  c = gcase(NORM_F64, 3, SHAPE(2, 6, 5), 2);
+  c.yt = NORM_F16;
+  run_gcase(&c, NULL);
+}
+END_TEST
+
+/* G = C with spatial size 1: every group is one value -> var 0, y = b. */
+START_TEST(test_single_value_groups) {
+  gcase_t c = gcase(NORM_F32, 2, SHAPE(3, 4), 4);
+  run_gcase(&c, NULL);
+  norm_tensor_t x = mk(NORM_F32, 2, SHAPE(3, 4));
+  norm_tensor_t y = mk(NORM_F32, 2, SHAPE(3, 4));
+  tu_fill_uniform(&x, 5, -9, 9);
+  double v[12];
+  norm_stats_t st = {NULL, v, NULL, NULL};
+  norm_group_params_t p = {4, 1e-5};
+  EXPECT_RC(norm_group(&x, NULL, NULL, &p, &y, &st), NORM_OK);
+  for (size_t i = 0; i < 12; i++) {
+    ck_assert(v[i] == 0);
+    ck_assert(norm_tensor_get(&y, i) == 0);
+  }
+  tu_tensor_free(&x);
+  tu_tensor_free(&y);
+}
+END_TEST
+
+/* Stats land at n * G + g: give each (n, g) its own offset and check. */
+START_TEST(test_stats_index) {
+  const size_t N = 3, C = 6, S = 4, G = 3;
+  norm_tensor_t x = mk(NORM_F64, 3, SHAPE(3, 6, 4));
+  norm_tensor_t y = mk(NORM_F64, 3, SHAPE(3, 6, 4));
+  uint64_t seed = 77;
+  for (size_t n = 0; n < N; n++)
+    for (size_t c = 0; c < C; c++)
+      for (size_t k = 0; k < S; k++)
+        norm_tensor_set(&x, (n * C + c) * S + k,
+                        100.0 * (double)n + 10.0 * (double)(c / 2) +
+                            tu_rand_range(&seed, -1, 1));
+  double m[9];
+  norm_stats_t st = {m, NULL, NULL, NULL};
+  norm_group_params_t p = {(int64_t)G, 1e-5};
+  EXPECT_RC(norm_group(&x, NULL, NULL, &p, &y, &st), NORM_OK);
+  for (size_t n = 0; n < N; n++)
+    for (size_t g = 0; g < G; g++)
+      ck_assert_msg(fabs(m[n * G + g] - (100.0 * n + 10.0 * g)) < 1,
+                    "mean[%zu] = %g", n * G + g, m[n * G + g]);
+  tu_tensor_free(&x);
+  tu_tensor_free(&y);
+}
+END_TEST
+
+START_TEST(test_in_place) {
+  norm_tensor_t x = mk(NORM_F32, 3, SHAPE(2, 4, 5));
+  norm_tensor_t w = mk(NORM_F32, 1, SHAPE(4));
+  tu_fill_uniform(&x, 21, -3, 3);
+  tu_fill_uniform(&w, 22, 1, 2);
+  double *xd = to_doubles(&x), *wd = to_doubles(&w), ref[40], m[4], v[4], r[4];
+  norm_group_params_t p = {2, 1e-5};
+  EXPECT_RC(norm_group(&x, &w, NULL, &p, &x, NULL), NORM_OK);
+  ref_group(xd, 2, 4, 5, 2, wd, NULL, 1e-5, ref, m, v, r);
+  for (size_t i = 0; i < 40; i++)
+    ck_assert(out_close(&x, i, ref[i], 1e-12));
+  free(xd);
+  free(wd);
+  tu_tensor_free(&x);
+  tu_tensor_free(&w);
+}
+END_TEST
+
+/* ---- Cruel -----------------------------------------------------------------
+ */
+
+START_TEST(test_large_mean) {
+  gcase_t c = gcase(NORM_F32, 3, SHAPE(2, 4, 32), 2);
+  c.lo = 1e4 - 0.017;
+  c.hi = 1e4 + 0.017;
+  run_gcase(&c, NULL);
+  c.lo = -1e4 - 0.017;
+  c.hi = -1e4 + 0.017;
+  run_gcase(&c, NULL);
+  c = gcase(NORM_F64, 3, SHAPE(2, 4, 32), 4);
+  c.lo = 1e4 - 0.017;
+  c.hi = 1e4 + 0.017;
+  c.tol64 = 1e-12 * 1e4 / 1e-2;
+  run_gcase(&c, NULL);
+}
+END_TEST
+
+/* Sample 1 is constant: its groups normalize to b, not NaN. */
+static void make_sample1_constant(norm_tensor_t *x) {
+  size_t per = tu_numel(x) / (size_t)x->shape[0];
+  for (size_t i = per; i < 2 * per; i++)
+    norm_tensor_set(x, i, 0.3);
+}
+
+START_TEST(test_constant_groups) {
+  norm_dtype_t dts[4] = {NORM_F32, NORM_F64, NORM_F16, NORM_BF16};
+  for (int d = 0; d < 4; d++) {
+    gcase_t c = gcase(dts[d], 3, SHAPE(3, 4, 6), 2);
+    run_gcase(&c, make_sample1_constant);
+    c.affine = 0;
+    run_gcase(&c, make_sample1_constant);
+  }
+  norm_tensor_t x = mk(NORM_F32, 3, SHAPE(2, 4, 3));
+  norm_tensor_t y = mk(NORM_F32, 3, SHAPE(2, 4, 3));
+  for (size_t i = 0; i < 24; i++)
+    norm_tensor_set(&x, i, -1234.5678);
+  double v[4], r[4];
+  norm_stats_t st = {NULL, v, r, NULL};
+  norm_group_params_t p = {2, 1e-5};
+  EXPECT_RC(norm_group(&x, NULL, NULL, &p, &y, &st), NORM_OK);
+  for (size_t i = 0; i < 24; i++)
+    ck_assert_msg(fabs(norm_tensor_get(&y, i)) <= 1e-6, "y[%zu] = %g", i,
+                  norm_tensor_get(&y, i));
+  for (int g = 0; g < 4; g++)
+    ck_assert(v[g] >= 0 && v[g] < 1e-20 && isfinite(r[g]));
+  p.eps = 0; /* still 0, not NaN */
+  EXPECT_RC(norm_group(&x, NULL, NULL, &p, &y, NULL), NORM_OK);
+  for (size_t i = 0; i < 24; i++)
+    ck_assert_msg(norm_tensor_get(&y, i) == 0, "eps 0: y[%zu] = %g", i,
+                  norm_tensor_get(&y, i));
+  tu_tensor_free(&x);
+  tu_tensor_free(&y);
+}
+END_TEST
+
+/* A non-finite value poisons its (n, g) group only. */
+static void poison_case(double bad) {
+  const size_t N = 2, C = 6, S = 3, G = 3, cg = 2;
+  norm_tensor_t x = mk(NORM_F32, 3, SHAPE(2, 6, 3));
+  norm_tensor_t y = mk(NORM_F32, 3, SHAPE(2, 6, 3));
+  tu_fill_uniform(&x, 31, -1, 1);
+  norm_tensor_set(&x, (1 * C + 3) * S + 1, bad); /* n = 1, c = 3: g = 1 */
+  double *xd = to_doubles(&x), ref[36], m[6], v[6], r[6], gm[6], gv[6], gr[6];
+  norm_stats_t st = {gm, gv, gr, NULL};
+  norm_group_params_t p = {(int64_t)G, 1e-5};
+  EXPECT_RC(norm_group(&x, NULL, NULL, &p, &y, &st), NORM_OK);
+  ref_group(xd, N, C, S, G, NULL, NULL, 1e-5, ref, m, v, r);
+  for (size_t i = 0; i < N * C * S; i++) {
+    size_t n = i / (C * S), g = (i / S) % C / cg;
+    double got = norm_tensor_get(&y, i);
+    if (n == 1 && g == 1)
+      ck_assert_msg(!isfinite(got), "y[%zu] = %g in the poisoned group", i,
+                    got);
+    else
+      ck_assert_msg(tu_close(got, ref[i], 1e-6), "y[%zu] = %g want %g", i, got,
+                    ref[i]);
+  }
+  for (size_t k = 0; k < N * G; k++) {
+    if (k == 1 * G + 1)
+      ck_assert(!isfinite(gm[k]) && !isfinite(gr[k]));
+    else
+      ck_assert(rel_close(gm[k], m[k], 1e-10) && rel_close(gv[k], v[k], 1e-10));
+  }
+  free(xd);
+  tu_tensor_free(&x);
+  tu_tensor_free(&y);
+}
+
+START_TEST(test_nan_isolated) { poison_case(NAN); }
+END_TEST
+
+START_TEST(test_inf_isolated) {
+  poison_case(INFINITY);
+  poison_case(-INFINITY);
+}
+END_TEST
+
+/* ---- Rows ---------------------------------------------------------------- */
+
+/* Splits of [0, N * G) give bit-identical y and stats; stats arrays of
+ * `end` entries suffice; y outside the range is untouched. */
+static void rows_case(const gcase_t *c) {
+  gfix_t whole, part;
+  gfix_init(&whole, c);
+  gfix_init(&part, c);
+  norm_group_params_t p = {c->groups, c->eps};
+  const norm_tensor_t *w = c->affine ? &whole.w : NULL;
+  const norm_tensor_t *b = c->affine ? &whole.b : NULL;
+  norm_stats_t st = {whole.mean, whole.var, whole.rstd, NULL};
+  EXPECT_RC(norm_group(&whole.x, w, b, &p, &whole.y, &st), NORM_OK);
+
+  size_t ng = whole.ngroups, cuts[4] = {0, 1, ng / 2, ng - 1};
+  size_t ybytes = nbytes(&part.y), es = norm_dtype_size(part.y.dtype);
+  size_t per = whole.C / whole.G * whole.S; /* elements per group */
+  memset(part.y.data, 0x5A, ybytes);
+  for (int k = 3; k >= 0; k--) { /* last range first: earlier ones stay 0x5A */
+    size_t lo = cuts[k], hi = k < 3 ? cuts[k + 1] : ng;
+    double *m = tu_doubles(hi), *v = tu_doubles(hi), *r = tu_doubles(hi);
+    for (size_t g = 0; g < hi; g++)
+      m[g] = v[g] = r[g] = -12345.0;
+    norm_stats_t sp = {m, v, r, NULL};
+    unsigned char *before = malloc(ybytes);
+    memcpy(before, part.y.data, ybytes);
+    EXPECT_RC(norm_group_rows(&part.x, w, b, &p, &part.y, &sp, lo, hi),
+              NORM_OK);
+    for (size_t i = 0; i < whole.numel; i++) {
+      size_t g = i / per; /* groups are contiguous: n * G + g */
+      if (g < lo || g >= hi)
+        ck_assert_msg(memcmp((unsigned char *)part.y.data + i * es,
+                             before + i * es, es) == 0,
+                      "range [%zu,%zu) wrote y[%zu]", lo, hi, i);
+    }
+    for (size_t g = lo; g < hi; g++)
+      ck_assert_msg(memcmp(&m[g], &whole.mean[g], sizeof(double)) == 0 &&
+                        memcmp(&v[g], &whole.var[g], sizeof(double)) == 0 &&
+                        memcmp(&r[g], &whole.rstd[g], sizeof(double)) == 0,
+                    "stats of group %zu differ from the whole call", g);
+    for (size_t g = 0; g < lo; g++)
+      ck_assert_msg(m[g] == -12345.0 && v[g] == -12345.0 && r[g] == -12345.0,
+                    "range [%zu,%zu) wrote stats[%zu]", lo, hi, g);
+    free(before);
+    tu_doubles_free(m, hi);
+    tu_doubles_free(v, hi);
+    tu_doubles_free(r, hi);
+  }
+  ck_assert_msg(memcmp(part.y.data, whole.y.data, ybytes) == 0,
+                "split y differs from the whole call");
+  gfix_free(&whole);
+  gfix_free(&part);
+}
+
+START_TEST(test_rows_split) {
+  gcase_t c = gcase(NORM_F32, 4, SHAPE(3, 6, 2, 3), 3);
+  rows_case(&c);
+  c = gcase(NORM_BF16, 3, SHAPE(2, 4, 5), 4);
+  rows_case(&c);
+  c = gcase(NORM_F64, 3, SHAPE(4, 4, 3), 1);
+  c.affine = 0;
+  rows_case(&c);
+}
+END_TEST
+
+START_TEST(test_rows_bad_range) {
+  norm_tensor_t x = mk(NORM_F32, 3, SHAPE(2, 4, 3));
+  norm_tensor_t y = mk(NORM_F32, 3, SHAPE(2, 4, 3));
+  norm_group_params_t p = {2, 1e-5};
+  EXPECT_RC(norm_group_rows(&x, NULL, NULL, &p, &y, NULL, 0, 5), NORM_E_RANGE);
+  EXPECT_RC(norm_group_rows(&x, NULL, NULL, &p, &y, NULL, 3, 2), NORM_E_RANGE);
+  EXPECT_RC(norm_group_rows(&x, NULL, NULL, &p, &y, NULL, 5, 5), NORM_E_RANGE);
+  EXPECT_RC(norm_group_rows(&x, NULL, NULL, &p, &y, NULL, 1, SIZE_MAX),
+            NORM_E_RANGE);
+  EXPECT_RC(norm_group_rows(&x, NULL, NULL, &p, &y, NULL, 4, 4), NORM_OK);
+  EXPECT_RC(norm_group_rows(&x, NULL, NULL, &p, &y, NULL, 0, 0), NORM_OK);
+  tu_tensor_free(&x);
+  tu_tensor_free(&y);
+}
+END_TEST
+
+START_TEST(test_groups_count) {
+  norm_tensor_t x = {NORM_F32, 4, {3, 6, 2, 2}, NULL};
+  norm_group_params_t p = {3, 1e-5};
+  ck_assert_int_eq(norm_group_groups(&x, &p), 9);
+  p.num_groups = 6;
+  ck_assert_int_eq(norm_group_groups(&x, &p), 18);
+  p.num_groups = 1;
+  ck_assert_int_eq(norm_group_groups(&x, &p), 3);
+  p.num_groups = 4;
+  ck_assert_int_eq(norm_group_groups(&x, &p), NORM_E_GROUPS);
+  p.num_groups = 0;
+  ck_assert_int_eq(norm_group_groups(&x, &p), NORM_E_GROUPS);
+  p.num_groups = 3;
+  x.rank = 1;
+  ck_assert_int_eq(norm_group_groups(&x, &p), NORM_E_CHANNELS);
+  x.rank = 4;
+  x.shape[3] = 0;
+  ck_assert_int_eq(norm_group_groups(&x, &p), NORM_E_EMPTY);
+  ck_assert_int_lt(norm_group_groups(NULL, &p), 0);
+  ck_assert_int_lt(norm_group_groups(&x, NULL), 0);
+}
+END_TEST
+
+/* ---- Errors ------------------------------------------------------------- */
+
+START_TEST(test_err_num_groups) {
+  norm_tensor_t x = mk(NORM_F32, 3, SHAPE(2, 6, 3));
+  norm_tensor_t y = mk(NORM_F32, 3, SHAPE(2, 6, 3));
+  int64_t bad[] = {0, -1, -3, 4, 5, 7, 12, INT64_MAX, INT64_MIN};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    norm_group_params_t p = {bad[i], 1e-5};
+    EXPECT_RC(norm_group(&x, NULL, NULL, &p, &y, NULL), NORM_E_GROUPS);
+    EXPECT_RC(norm_group_rows(&x, NULL, NULL, &p, &y, NULL, 0, 1),
+              NORM_E_GROUPS);
+  }
+  tu_tensor_free(&x);
+  tu_tensor_free(&y);
+}
+END_TEST
+
+START_TEST(test_err_eps) {
+  norm_tensor_t x = mk(NORM_F32, 3, SHAPE(2, 6, 3));
+  norm_tensor_t y = mk(NORM_F32, 3, SHAPE(2, 6, 3));
+  double bad[4] = {-1e-5, -1.0, NAN, INFINITY};
+  for (int i = 0; i < 4; i++) {
+    norm_group_params_t p = {2, bad[i]};
+    EXPECT_RC(norm_group(&x, NULL, NULL, &p, &y, NULL), NORM_E_EPS);
+    EXPECT_RC(norm_group_rows(&x, NULL, NULL, &p, &y, NULL, 0, 1), NORM_E_EPS);
+  }
+  norm_group_params_t p = {2, 0.0}; /* eps = 0 is fine */
+  EXPECT_RC(norm_group(&x, NULL, NULL, &p, &y, NULL), NORM_OK);
+  tu_tensor_free(&x);
+  tu_tensor_free(&y);
+}
+END_TEST
+
+START_TEST(test_err_null_and_shape) {
+  norm_group_params_t p = {2, 1e-5};
+  norm_tensor_t x = mk(NORM_F32, 3, SHAPE(2, 4, 3));
+  norm_tensor_t y = mk(NORM_F32, 3, SHAPE(2, 4, 3));
+  EXPECT_RC(norm_group(NULL, NULL, NULL, &p, &y, NULL), NORM_E_NULL);
+  EXPECT_RC(norm_group(&x, NULL, NULL, NULL, &y, NULL), NORM_E_NULL);
+  EXPECT_RC(norm_group(&x, NULL, NULL, &p, NULL, NULL), NORM_E_NULL);
+  tu_tensor_free(&x);
+  tu_tensor_free(&y);
+
+  norm_tensor_t v = mk(NORM_F32, 1, SHAPE(4));
+  norm_tensor_t vy = mk(NORM_F32, 1, SHAPE(4));
+  EXPECT_RC(norm_group(&v, NULL, NULL, &p, &vy, NULL), NORM_E_CHANNELS);
+  tu_tensor_free(&v);
+  tu_tensor_free(&vy);
+
+  static float buf[64];
+  norm_tensor_t bx = {NORM_F32, 3, {2, 4, 3}, buf};
+  norm_tensor_t by = bx;
+  bx.rank = 9;
+  EXPECT_RC(norm_group(&bx, NULL, NULL, &p, &by, NULL), NORM_E_RANK);
+  bx.rank = 0;
+  EXPECT_RC(norm_group(&bx, NULL, NULL, &p, &by, NULL), NORM_E_RANK);
+  bx.rank = 3;
+  bx.shape[0] = -1;
+  EXPECT_RC(norm_group(&bx, NULL, NULL, &p, &by, NULL), NORM_E_DIM);
+  bx.shape[0] = 0;
+  EXPECT_RC(norm_group(&bx, NULL, NULL, &p, &by, NULL), NORM_E_EMPTY);
+  bx.shape[0] = INT64_C(1) << 31;
+  bx.shape[2] = INT64_C(1) << 31;
+  by = bx;
+  EXPECT_RC(norm_group(&bx, NULL, NULL, &p, &by, NULL), NORM_E_OVERFLOW);
+  bx.shape[0] = 2;
+  bx.shape[2] = 3;
+  bx.dtype = (norm_dtype_t)-1;
+  by = bx;
+  by.dtype = NORM_F32;
+  EXPECT_RC(norm_group(&bx, NULL, NULL, &p, &by, NULL), NORM_E_DTYPE);
+}
+END_TEST
+
+START_TEST(test_err_output_weight_bias) {
+  norm_group_params_t p = {2, 1e-5};
+  norm_tensor_t x = mk(NORM_F32, 3, SHAPE(2, 4, 3));
+  norm_tensor_t y = mk(NORM_F32, 3, SHAPE(2, 4, 3));
+  norm_tensor_t ybad = mk(NORM_F32, 3, SHAPE(2, 3, 4));
+  norm_tensor_t yflat = mk(NORM_F32, 2, SHAPE(2, 12));
+  norm_tensor_t ok = mk(NORM_F32, 1, SHAPE(4));
+  norm_tensor_t w2 = mk(NORM_F32, 1, SHAPE(2)); /* per group, not channel */
+  norm_tensor_t w5 = mk(NORM_F32, 1, SHAPE(5));
+  EXPECT_RC(norm_group(&x, NULL, NULL, &p, &ybad, NULL), NORM_E_OUTPUT);
+  EXPECT_RC(norm_group(&x, NULL, NULL, &p, &yflat, NULL), NORM_E_OUTPUT);
+  EXPECT_RC(norm_group_rows(&x, NULL, NULL, &p, &ybad, NULL, 0, 1),
+            NORM_E_OUTPUT);
+  EXPECT_RC(norm_group(&x, &w2, NULL, &p, &y, NULL), NORM_E_WEIGHT);
+  EXPECT_RC(norm_group(&x, &w5, &ok, &p, &y, NULL), NORM_E_WEIGHT);
+  EXPECT_RC(norm_group(&x, &ok, &w2, &p, &y, NULL), NORM_E_BIAS);
+  EXPECT_RC(norm_group(&x, NULL, &w5, &p, &y, NULL), NORM_E_BIAS);
+  EXPECT_RC(norm_group(&x, &ok, &ok, &p, &y, NULL), NORM_OK);
+  tu_tensor_free(&x);
+  tu_tensor_free(&y);
+  tu_tensor_free(&ybad);
+  tu_tensor_free(&yflat);
+  tu_tensor_free(&ok);
+  tu_tensor_free(&w2);
+  tu_tensor_free(&w5);
+}
+END_TEST
+
+Suite *norm_group_suite(void) {
+  Suite *s = suite_create("norm_group");
+  TCase *tc = tcase_create("Core");
+  tcase_add_test(tc, test_nchw_all_divisors);
+  tcase_add_test(tc, test_ncl_and_nc);
+  tcase_add_test(tc, test_f64);
+  tcase_add_test(tc, test_half);
+  tcase_add_test(tc, test_no_affine_mixed);
+  tcase_add_test(tc, test_single_value_groups);
+  tcase_add_test(tc, test_stats_index);
+  tcase_add_test(tc, test_in_place);
+  suite_add_tcase(s, tc);
+
+  tc = tcase_create("Cruel");
+  tcase_add_test(tc, test_large_mean);
+  tcase_add_test(tc, test_constant_groups);
+  tcase_add_test(tc, test_nan_isolated);
+  tcase_add_test(tc, test_inf_isolated);
+  suite_add_tcase(s, tc);
+
+  tc = tcase_create("Rows");
+  tcase_add_test(tc, test_rows_split);
+  tcase_add_test(tc, test_rows_bad_range);
+  tcase_add_test(tc, test_groups_count);
+  suite_add_tcase(s, tc);
+
+  tc = tcase_create("Errors");
+  tcase_add_test(tc, test_err_num_groups);
+  tcase_add_test(tc, test_err_eps);
+  tcase_add_test(tc, test_err_null_and_shape);
+  tcase_add_test(tc, test_err_output_weight_bias);
+  suite_add_tcase(s, tc);
+  return s;
+}

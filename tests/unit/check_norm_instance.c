@@ -1,0 +1,633 @@
+/* check_norm_instance.c -- norm_instance and norm_instance_rows against a
+ * naive two-pass double reference: stats per (n, c) at n * C + c, with and
+ * without affine, spatial size 1 (var 0, output 0), cruel data, split
+ * ranges, and the error codes. */
+#include <math.h>
+
+#include "testutil.h"
+
+#define SHAPE(...) ((const int64_t[]){__VA_ARGS__})
+#define EXPECT_RC(call, want)                                                  \
+  do {                                                                         \
+    int rc_ = (call), want_ = (want);                                          \
+    ck_assert_msg(rc_ == want_, "%s: got %d (%s), want %d (%s)", #call, rc_,   \
+                  norm_err_name(rc_), want_, norm_err_name(want_));            \
+  } while (0)
+
+static norm_tensor_t mk(norm_dtype_t dt, int rank, const int64_t *shape) {
+  norm_tensor_t t;
+  memset(&t, 0, sizeof t);
+  t.dtype = dt;
+  t.rank = rank;
+  size_t n = 1;
+  for (int i = 0; i < rank; i++)
+    n *= (size_t)(t.shape[i] = shape[i]);
+  t.data = tu_alloc_guarded(n * norm_dtype_size(dt));
+  return t;
+}
+
+static size_t nbytes(const norm_tensor_t *t) {
+  return tu_numel(t) * norm_dtype_size(t->dtype);
+}
+
+static double *to_doubles(const norm_tensor_t *t) {
+  size_t n = tu_numel(t);
+  double *d = malloc(n * sizeof *d);
+  ck_assert_ptr_nonnull(d);
+  for (size_t i = 0; i < n; i++)
+    d[i] = norm_tensor_get(t, i);
+  return d;
+}
+
+static int ord16(uint16_t h) {
+  return (h & 0x8000) ? -(int)(h & 0x7fff) : (int)h;
+}
+
+/* f32: tu_close(1e-6); f64: tu_close(tol64); f16/bf16: within 1 ulp of the
+ * reference rounded to the format (or within f32 tolerance near 0). */
+static int out_close(const norm_tensor_t *y, size_t i, double ref,
+                     double tol64) {
+  double got = norm_tensor_get(y, i);
+  if (isnan(ref))
+    return isnan(got);
+  switch (y->dtype) {
+  case NORM_F32:
+    return tu_close(got, ref, 1e-6);
+  case NORM_F64:
+    return tu_close(got, ref, tol64);
+  case NORM_F16:
+  case NORM_BF16: {
+    uint16_t g = ((const uint16_t *)y->data)[i];
+    uint16_t w = y->dtype == NORM_F16 ? norm_f16_from_float((float)ref)
+                                      : norm_bf16_from_float((float)ref);
+    if (isnan(got))
+      return 0;
+    return abs(ord16(g) - ord16(w)) <= 1 || tu_close(got, ref, 1e-6);
+  }
+  default:
+    return 0;
+  }
+}
+
+static int rel_close(double got, double want, double tol) {
+  if (isnan(want))
+    return isnan(got);
+  if (got == want)
+    return 1;
+  return fabs(got - want) <= tol * fabs(want) + 1e-300;
+}
+
+/* Variance against the naive reference, whose own mean carries a rounding
+ * error of ~1e-16 * |mean|: that adds up to ~(1e-16 * mean)^2 to its var. */
+static int var_close(double got, double want, double mean, double tol) {
+  return rel_close(got, want, tol) || fabs(got - want) <= 1e-28 * mean * mean;
+}
+
+/* ---- reference ----------------------------------------------------------- */
+
+/* Stats over the S spatial positions of each (n, c), at n * C + c. */
+static void ref_instance(const double *x, size_t N, size_t C, size_t S,
+                         const double *w, const double *b, double eps,
+                         double *y, double *mean, double *var, double *rstd) {
+  for (size_t nc = 0; nc < N * C; nc++) {
+    const double *xs = x + nc * S;
+    size_t c = nc % C;
+    double s = 0, ss = 0;
+    for (size_t i = 0; i < S; i++)
+      s += xs[i];
+    double m = s / (double)S;
+    for (size_t i = 0; i < S; i++)
+      ss += (xs[i] - m) * (xs[i] - m);
+    double v = ss / (double)S, r = 1.0 / sqrt(v + eps);
+    mean[nc] = m;
+    var[nc] = v;
+    rstd[nc] = r;
+    for (size_t i = 0; i < S; i++)
+      y[nc * S + i] = (xs[i] - m) * r * (w ? w[c] : 1.0) + (b ? b[c] : 0.0);
+  }
+}
+
+/* ---- one configurable case --------------------------------------------- */
+
+typedef struct {
+  norm_dtype_t xt, yt, wt;
+  int rank;
+  int64_t shape[5];
+  int affine;
+  double eps, lo, hi;
+  uint64_t seed;
+  double tol64;
+} icase_t;
+
+static icase_t icase(norm_dtype_t dt, int rank, const int64_t *shape) {
+  icase_t c;
+  memset(&c, 0, sizeof c);
+  c.xt = c.yt = c.wt = dt;
+  c.rank = rank;
+  for (int i = 0; i < rank; i++)
+    c.shape[i] = shape[i];
+  c.affine = 1;
+  c.eps = 1e-5;
+  c.lo = -5;
+  c.hi = 3;
+  c.seed = 99;
+  c.tol64 = 1e-12;
+  return c;
+}
+
+typedef struct {
+  norm_tensor_t x, y, w, b;
+  double *mean, *var, *rstd;
+  size_t N, C, S, numel, ngroups;
+} ifix_t;
+
+static void ifix_init(ifix_t *f, const icase_t *c) {
+  memset(f, 0, sizeof *f);
+  f->x = mk(c->xt, c->rank, c->shape);
+  f->y = mk(c->yt, c->rank, c->shape);
+  tu_fill_uniform(&f->x, c->seed, c->lo, c->hi);
+  f->N = (size_t)c->shape[0];
+  f->C = (size_t)c->shape[1];
+  f->S = 1;
+  for (int i = 2; i < c->rank; i++)
+    f->S *= (size_t)c->shape[i];
+  f->numel = f->N * f->C * f->S;
+  f->ngroups = f->N * f->C;
+  if (c->affine) {
+    f->w = mk(c->wt, 1, SHAPE(c->shape[1]));
+    f->b = mk(c->wt, 1, SHAPE(c->shape[1]));
+    tu_fill_uniform(&f->w, c->seed + 1, -2, 2);
+    tu_fill_uniform(&f->b, c->seed + 2, -1, 1);
+  }
+  f->mean = tu_doubles(f->ngroups);
+  f->var = tu_doubles(f->ngroups);
+  f->rstd = tu_doubles(f->ngroups);
+}
+
+static void ifix_free(ifix_t *f) {
+  tu_tensor_free(&f->x);
+  tu_tensor_free(&f->y);
+  if (f->w.data)
+    tu_tensor_free(&f->w);
+  if (f->b.data)
+    tu_tensor_free(&f->b);
+  tu_doubles_free(f->mean, f->ngroups);
+  tu_doubles_free(f->var, f->ngroups);
+  tu_doubles_free(f->rstd, f->ngroups);
+}
+
+static void run_icase(const icase_t *c, void (*prep)(norm_tensor_t *)) {
+  ifix_t f;
+  ifix_init(&f, c);
+  if (prep)
+    prep(&f.x);
+  norm_instance_params_t p = {c->eps};
+  norm_stats_t st = {f.mean, f.var, f.rstd, NULL};
+  double *x = to_doubles(&f.x);
+  double *w = c->affine ? to_doubles(&f.w) : NULL;
+  double *b = c->affine ? to_doubles(&f.b) : NULL;
+  double *y = malloc(f.numel * sizeof *y);
+  double *m = malloc(f.ngroups * sizeof *m), *v = malloc(f.ngroups * sizeof *v),
+         *r = malloc(f.ngroups * sizeof *r);
+  EXPECT_RC(norm_instance(&f.x, c->affine ? &f.w : NULL,
+                          c->affine ? &f.b : NULL, &p, &f.y, &st),
+            NORM_OK);
+  ck_assert_int_eq(norm_instance_groups(&f.x), (int64_t)f.ngroups);
+  ref_instance(x, f.N, f.C, f.S, w, b, c->eps, y, m, v, r);
+  for (size_t i = 0; i < f.numel; i++)
+    ck_assert_msg(out_close(&f.y, i, y[i], c->tol64),
+                  "y[%zu] (%s): got %.17g want %.17g", i,
+                  norm_dtype_name(f.y.dtype), norm_tensor_get(&f.y, i), y[i]);
+  for (size_t g = 0; g < f.ngroups; g++)
+    ck_assert_msg(rel_close(f.mean[g], m[g], 1e-10) &&
+                      var_close(f.var[g], v[g], m[g], 1e-10) &&
+                      rel_close(f.rstd[g], r[g], 1e-10),
+                  "stats[%zu]: got %.17g %.17g %.17g want %.17g %.17g %.17g", g,
+                  f.mean[g], f.var[g], f.rstd[g], m[g], v[g], r[g]);
+  free(x);
+  free(w);
+  free(b);
+  free(y);
+  free(m);
+  free(v);
+  free(r);
+  ifix_free(&f);
+}
+
+/* ---- Core ---------------------------------------------------------------- */
+
+START_TEST(test_ncl) {
+  icase_t c = icase(NORM_F32, 3, SHAPE(3, 4, 17));
+  run_icase(&c, NULL);
+  c.affine = 0;
+  run_icase(&c, NULL);
+}
+END_TEST
+
+START_TEST(test_nchw) {
+  icase_t c = icase(NORM_F32, 4, SHAPE(2, 3, 5, 4));
+  run_icase(&c, NULL);
+  c = icase(NORM_F32, 5, SHAPE(2, 2, 3, 3, 2));
+  c.affine = 0;
+  run_icase(&c, NULL);
+}
+END_TEST
+
+START_TEST(test_f64) {
+  icase_t c = icase(NORM_F64, 4, SHAPE(3, 2, 4, 6));
+  run_icase(&c, NULL);
+  c.affine = 0;
+  run_icase(&c, NULL);
+}
+END_TEST
+
+START_TEST(test_half) {
+  icase_t c = icase(NORM_F16, 3, SHAPE(2, 3, 11));
+  run_icase(&c, NULL);
+  c = icase(NORM_BF16, 4, SHAPE(2, 3, 3, 3));
+  run_icase(&c, NULL);
+  c.affine = 0;
+  run_icase(&c, NULL);
+}
+END_TEST
+
+START_TEST(test_mixed_dtypes) {
+  icase_t c = icase(NORM_F16, 3, SHAPE(2, 3, 8));
+  c.yt = NORM_F64;
+  c.wt = NORM_F32;
+  run_icase(&c, NULL);
+  c = icase(NORM_F64, 3, SHAPE(2, 3, 8));
+  c.yt = NORM_F32;
+  c.wt = NORM_BF16;
+  run_icase(&c, NULL);
+}
+END_TEST
+
+/* Spatial size 1: var 0, y = 0 (+ bias), never NaN. */
+START_TEST(test_spatial_one) {
+  const int64_t *shapes[3] = {SHAPE(3, 4), SHAPE(3, 4, 1), SHAPE(3, 4, 1, 1)};
+  int ranks[3] = {2, 3, 4};
+  for (int k = 0; k < 3; k++) {
+    icase_t c = icase(NORM_F32, ranks[k], shapes[k]);
+    run_icase(&c, NULL);
+    norm_tensor_t x = mk(NORM_F32, ranks[k], shapes[k]);
+    norm_tensor_t y = mk(NORM_F32, ranks[k], shapes[k]);
+    tu_fill_uniform(&x, 8, -100, 100);
+    double m[12], v[12], r[12];
+    norm_stats_t st = {m, v, r, NULL};
+    norm_instance_params_t p = {1e-5};
+    EXPECT_RC(norm_instance(&x, NULL, NULL, &p, &y, &st), NORM_OK);
+    for (size_t i = 0; i < 12; i++) {
+      ck_assert_msg(norm_tensor_get(&y, i) == 0, "y[%zu] = %g", i,
+                    norm_tensor_get(&y, i));
+      ck_assert(v[i] == 0 && m[i] == norm_tensor_get(&x, i));
+      ck_assert(rel_close(r[i], 1 / sqrt(1e-5), 1e-15));
+    }
+    p.eps = 0; /* still 0, not NaN */
+    EXPECT_RC(norm_instance(&x, NULL, NULL, &p, &y, &st), NORM_OK);
+    for (size_t i = 0; i < 12; i++)
+      ck_assert_msg(norm_tensor_get(&y, i) == 0, "eps 0: y[%zu] = %g", i,
+                    norm_tensor_get(&y, i));
+    tu_tensor_free(&x);
+    tu_tensor_free(&y);
+  }
+}
+END_TEST
+
+/* Stats land at n * C + c. */
+START_TEST(test_stats_index) {
+  norm_tensor_t x = mk(NORM_F64, 3, SHAPE(3, 5, 4));
+  norm_tensor_t y = mk(NORM_F64, 3, SHAPE(3, 5, 4));
+  for (size_t i = 0; i < 60; i++)
+    norm_tensor_set(&x, i, (double)(i / 4) * 10 + (double)(i % 4));
+  double m[15];
+  norm_stats_t st = {m, NULL, NULL, NULL};
+  norm_instance_params_t p = {1e-5};
+  EXPECT_RC(norm_instance(&x, NULL, NULL, &p, &y, &st), NORM_OK);
+  for (size_t g = 0; g < 15; g++)
+    ck_assert(m[g] == (double)g * 10 + 1.5);
+  tu_tensor_free(&x);
+  tu_tensor_free(&y);
+}
+END_TEST
+
+START_TEST(test_in_place) {
+  norm_tensor_t x = mk(NORM_BF16, 3, SHAPE(2, 3, 6));
+  norm_tensor_t b = mk(NORM_F32, 1, SHAPE(3));
+  tu_fill_uniform(&x, 41, -3, 3);
+  tu_fill_uniform(&b, 42, -1, 1);
+  double *xd = to_doubles(&x), *bd = to_doubles(&b), ref[36], m[6], v[6], r[6];
+  norm_instance_params_t p = {1e-5};
+  EXPECT_RC(norm_instance(&x, NULL, &b, &p, &x, NULL), NORM_OK);
+  ref_instance(xd, 2, 3, 6, NULL, bd, 1e-5, ref, m, v, r);
+  for (size_t i = 0; i < 36; i++)
+    ck_assert_msg(out_close(&x, i, ref[i], 1e-12), "y[%zu] = %g want %g", i,
+                  norm_tensor_get(&x, i), ref[i]);
+  free(xd);
+  free(bd);
+  tu_tensor_free(&x);
+  tu_tensor_free(&b);
+}
+END_TEST
+
+/* ---- Cruel -----------------------------------------------------------------
+ */
+
+START_TEST(test_large_mean) {
+  icase_t c = icase(NORM_F32, 3, SHAPE(2, 3, 64));
+  c.lo = 1e4 - 0.017;
+  c.hi = 1e4 + 0.017;
+  run_icase(&c, NULL);
+  c.lo = -1e4 - 0.017;
+  c.hi = -1e4 + 0.017;
+  run_icase(&c, NULL);
+  c = icase(NORM_F64, 3, SHAPE(2, 3, 64));
+  c.lo = 1e4 - 0.017;
+  c.hi = 1e4 + 0.017;
+  c.tol64 = 1e-12 * 1e4 / 1e-2;
+  run_icase(&c, NULL);
+}
+END_TEST
+
+/* (0, 1) and (1, 2) constant: those instances normalize to b, not NaN. */
+static void make_some_constant(norm_tensor_t *x) {
+  size_t S = tu_numel(x) / (size_t)(x->shape[0] * x->shape[1]);
+  size_t C = (size_t)x->shape[1];
+  for (size_t i = 0; i < S; i++) {
+    norm_tensor_set(x, 1 * S + i, 7.1);
+    norm_tensor_set(x, (1 * C + 2) * S + i, -0.003);
+  }
+}
+
+START_TEST(test_constant_instances) {
+  norm_dtype_t dts[4] = {NORM_F32, NORM_F64, NORM_F16, NORM_BF16};
+  for (int d = 0; d < 4; d++) {
+    icase_t c = icase(dts[d], 3, SHAPE(2, 3, 9));
+    run_icase(&c, make_some_constant);
+    c.affine = 0;
+    run_icase(&c, make_some_constant);
+  }
+  norm_tensor_t x = mk(NORM_F32, 3, SHAPE(2, 3, 9));
+  norm_tensor_t y = mk(NORM_F32, 3, SHAPE(2, 3, 9));
+  make_some_constant(&x);
+  double v[6];
+  norm_stats_t st = {NULL, v, NULL, NULL};
+  norm_instance_params_t p = {1e-5};
+  EXPECT_RC(norm_instance(&x, NULL, NULL, &p, &y, &st), NORM_OK);
+  for (size_t i = 0; i < 54; i++)
+    ck_assert_msg(fabs(norm_tensor_get(&y, i)) <= 1e-6, "y[%zu] = %g", i,
+                  norm_tensor_get(&y, i));
+  for (int g = 0; g < 6; g++)
+    ck_assert(v[g] >= 0 && v[g] < 1e-20);
+  tu_tensor_free(&x);
+  tu_tensor_free(&y);
+}
+END_TEST
+
+static void poison_case(double bad) {
+  const size_t N = 2, C = 3, S = 5;
+  norm_tensor_t x = mk(NORM_F32, 3, SHAPE(2, 3, 5));
+  norm_tensor_t y = mk(NORM_F32, 3, SHAPE(2, 3, 5));
+  tu_fill_uniform(&x, 51, -1, 1);
+  norm_tensor_set(&x, (1 * C + 0) * S + 4, bad); /* instance (1, 0) */
+  double *xd = to_doubles(&x), ref[30], m[6], v[6], r[6], gm[6], gv[6], gr[6];
+  norm_stats_t st = {gm, gv, gr, NULL};
+  norm_instance_params_t p = {1e-5};
+  EXPECT_RC(norm_instance(&x, NULL, NULL, &p, &y, &st), NORM_OK);
+  ref_instance(xd, N, C, S, NULL, NULL, 1e-5, ref, m, v, r);
+  for (size_t i = 0; i < N * C * S; i++) {
+    double got = norm_tensor_get(&y, i);
+    if (i / S == 3)
+      ck_assert_msg(!isfinite(got), "y[%zu] = %g in the poisoned instance", i,
+                    got);
+    else
+      ck_assert_msg(tu_close(got, ref[i], 1e-6), "y[%zu] = %g want %g", i, got,
+                    ref[i]);
+  }
+  for (size_t g = 0; g < N * C; g++) {
+    if (g == 3)
+      ck_assert(!isfinite(gm[g]) && !isfinite(gr[g]));
+    else
+      ck_assert(rel_close(gm[g], m[g], 1e-10) && rel_close(gv[g], v[g], 1e-10));
+  }
+  free(xd);
+  tu_tensor_free(&x);
+  tu_tensor_free(&y);
+}
+
+START_TEST(test_nan_isolated) { poison_case(NAN); }
+END_TEST
+
+START_TEST(test_inf_isolated) {
+  poison_case(INFINITY);
+  poison_case(-INFINITY);
+}
+END_TEST
+
+/* ---- Rows ---------------------------------------------------------------- */
+
+static void rows_case(const icase_t *c) {
+  ifix_t whole, part;
+  ifix_init(&whole, c);
+  ifix_init(&part, c);
+  norm_instance_params_t p = {c->eps};
+  const norm_tensor_t *w = c->affine ? &whole.w : NULL;
+  const norm_tensor_t *b = c->affine ? &whole.b : NULL;
+  norm_stats_t st = {whole.mean, whole.var, whole.rstd, NULL};
+  EXPECT_RC(norm_instance(&whole.x, w, b, &p, &whole.y, &st), NORM_OK);
+
+  size_t ng = whole.ngroups, cuts[4] = {0, 1, ng / 2, ng - 1};
+  size_t ybytes = nbytes(&part.y), es = norm_dtype_size(part.y.dtype);
+  memset(part.y.data, 0x5A, ybytes);
+  for (int k = 3; k >= 0; k--) { /* last range first: earlier ones stay 0x5A */
+    size_t lo = cuts[k], hi = k < 3 ? cuts[k + 1] : ng;
+    double *m = tu_doubles(hi), *v = tu_doubles(hi), *r = tu_doubles(hi);
+    for (size_t g = 0; g < hi; g++)
+      m[g] = v[g] = r[g] = -12345.0;
+    norm_stats_t sp = {m, v, r, NULL};
+    unsigned char *before = malloc(ybytes);
+    memcpy(before, part.y.data, ybytes);
+    EXPECT_RC(norm_instance_rows(&part.x, w, b, &p, &part.y, &sp, lo, hi),
+              NORM_OK);
+    for (size_t i = 0; i < whole.numel; i++) {
+      size_t g = i / whole.S;
+      if (g < lo || g >= hi)
+        ck_assert_msg(memcmp((unsigned char *)part.y.data + i * es,
+                             before + i * es, es) == 0,
+                      "range [%zu,%zu) wrote y[%zu]", lo, hi, i);
+    }
+    for (size_t g = lo; g < hi; g++)
+      ck_assert_msg(memcmp(&m[g], &whole.mean[g], sizeof(double)) == 0 &&
+                        memcmp(&v[g], &whole.var[g], sizeof(double)) == 0 &&
+                        memcmp(&r[g], &whole.rstd[g], sizeof(double)) == 0,
+                    "stats of instance %zu differ from the whole call", g);
+    for (size_t g = 0; g < lo; g++)
+      ck_assert_msg(m[g] == -12345.0 && v[g] == -12345.0 && r[g] == -12345.0,
+                    "range [%zu,%zu) wrote stats[%zu]", lo, hi, g);
+    free(before);
+    tu_doubles_free(m, hi);
+    tu_doubles_free(v, hi);
+    tu_doubles_free(r, hi);
+  }
+  ck_assert_msg(memcmp(part.y.data, whole.y.data, ybytes) == 0,
+                "split y differs from the whole call");
+  ifix_free(&whole);
+  ifix_free(&part);
+}
+
+START_TEST(test_rows_split) {
+  icase_t c = icase(NORM_F32, 4, SHAPE(3, 4, 2, 5));
+  rows_case(&c);
+  c = icase(NORM_F16, 3, SHAPE(2, 3, 7));
+  c.affine = 0;
+  rows_case(&c);
+  c = icase(NORM_F64, 2, SHAPE(4, 3));
+  rows_case(&c);
+}
+END_TEST
+
+START_TEST(test_rows_bad_range) {
+  norm_tensor_t x = mk(NORM_F32, 3, SHAPE(2, 3, 4));
+  norm_tensor_t y = mk(NORM_F32, 3, SHAPE(2, 3, 4));
+  norm_instance_params_t p = {1e-5};
+  EXPECT_RC(norm_instance_rows(&x, NULL, NULL, &p, &y, NULL, 0, 7),
+            NORM_E_RANGE);
+  EXPECT_RC(norm_instance_rows(&x, NULL, NULL, &p, &y, NULL, 4, 3),
+            NORM_E_RANGE);
+  EXPECT_RC(norm_instance_rows(&x, NULL, NULL, &p, &y, NULL, 7, 7),
+            NORM_E_RANGE);
+  EXPECT_RC(norm_instance_rows(&x, NULL, NULL, &p, &y, NULL, SIZE_MAX, 1),
+            NORM_E_RANGE);
+  EXPECT_RC(norm_instance_rows(&x, NULL, NULL, &p, &y, NULL, 6, 6), NORM_OK);
+  tu_tensor_free(&x);
+  tu_tensor_free(&y);
+}
+END_TEST
+
+START_TEST(test_groups_count) {
+  norm_tensor_t x = {NORM_F32, 4, {3, 5, 2, 2}, NULL};
+  ck_assert_int_eq(norm_instance_groups(&x), 15);
+  x.rank = 2;
+  ck_assert_int_eq(norm_instance_groups(&x), 15);
+  x.rank = 1;
+  ck_assert_int_eq(norm_instance_groups(&x), NORM_E_CHANNELS);
+  x.rank = 3;
+  x.shape[2] = -7;
+  ck_assert_int_eq(norm_instance_groups(&x), NORM_E_DIM);
+  ck_assert_int_lt(norm_instance_groups(NULL), 0);
+}
+END_TEST
+
+/* ---- Errors ------------------------------------------------------------- */
+
+START_TEST(test_err_eps) {
+  norm_tensor_t x = mk(NORM_F32, 3, SHAPE(2, 3, 4));
+  norm_tensor_t y = mk(NORM_F32, 3, SHAPE(2, 3, 4));
+  double bad[4] = {-1e-5, -INFINITY, NAN, INFINITY};
+  for (int i = 0; i < 4; i++) {
+    norm_instance_params_t p = {bad[i]};
+    EXPECT_RC(norm_instance(&x, NULL, NULL, &p, &y, NULL), NORM_E_EPS);
+    EXPECT_RC(norm_instance_rows(&x, NULL, NULL, &p, &y, NULL, 0, 1),
+              NORM_E_EPS);
+  }
+  tu_tensor_free(&x);
+  tu_tensor_free(&y);
+}
+END_TEST
+
+START_TEST(test_err_null_and_shape) {
+  norm_instance_params_t p = {1e-5};
+  norm_tensor_t x = mk(NORM_F32, 3, SHAPE(2, 3, 4));
+  norm_tensor_t y = mk(NORM_F32, 3, SHAPE(2, 3, 4));
+  EXPECT_RC(norm_instance(NULL, NULL, NULL, &p, &y, NULL), NORM_E_NULL);
+  EXPECT_RC(norm_instance(&x, NULL, NULL, NULL, &y, NULL), NORM_E_NULL);
+  EXPECT_RC(norm_instance(&x, NULL, NULL, &p, NULL, NULL), NORM_E_NULL);
+  tu_tensor_free(&x);
+  tu_tensor_free(&y);
+
+  norm_tensor_t v = mk(NORM_F32, 1, SHAPE(5));
+  norm_tensor_t vy = mk(NORM_F32, 1, SHAPE(5));
+  EXPECT_RC(norm_instance(&v, NULL, NULL, &p, &vy, NULL), NORM_E_CHANNELS);
+  tu_tensor_free(&v);
+  tu_tensor_free(&vy);
+
+  static float buf[64];
+  norm_tensor_t bx = {NORM_F32, 3, {2, 3, 4}, buf};
+  norm_tensor_t by = bx;
+  bx.rank = 9;
+  EXPECT_RC(norm_instance(&bx, NULL, NULL, &p, &by, NULL), NORM_E_RANK);
+  bx.rank = -1;
+  EXPECT_RC(norm_instance(&bx, NULL, NULL, &p, &by, NULL), NORM_E_RANK);
+  bx.rank = 3;
+  bx.shape[1] = -3;
+  EXPECT_RC(norm_instance(&bx, NULL, NULL, &p, &by, NULL), NORM_E_DIM);
+  bx.shape[1] = 0;
+  EXPECT_RC(norm_instance(&bx, NULL, NULL, &p, &by, NULL), NORM_E_EMPTY);
+  bx.shape[0] = INT64_MAX;
+  bx.shape[1] = 3;
+  by = bx;
+  EXPECT_RC(norm_instance(&bx, NULL, NULL, &p, &by, NULL), NORM_E_OVERFLOW);
+}
+END_TEST
+
+START_TEST(test_err_output_weight_bias) {
+  norm_instance_params_t p = {1e-5};
+  norm_tensor_t x = mk(NORM_F32, 3, SHAPE(2, 3, 4));
+  norm_tensor_t y = mk(NORM_F32, 3, SHAPE(2, 3, 4));
+  norm_tensor_t ybad = mk(NORM_F32, 3, SHAPE(2, 4, 3));
+  norm_tensor_t y4 = mk(NORM_F32, 4, SHAPE(2, 3, 4, 1));
+  norm_tensor_t ok = mk(NORM_F32, 1, SHAPE(3));
+  norm_tensor_t w4 = mk(NORM_F32, 1, SHAPE(4));
+  norm_tensor_t w23 = mk(NORM_F32, 2, SHAPE(2, 3));
+  EXPECT_RC(norm_instance(&x, NULL, NULL, &p, &ybad, NULL), NORM_E_OUTPUT);
+  EXPECT_RC(norm_instance(&x, NULL, NULL, &p, &y4, NULL), NORM_E_OUTPUT);
+  EXPECT_RC(norm_instance_rows(&x, NULL, NULL, &p, &ybad, NULL, 0, 1),
+            NORM_E_OUTPUT);
+  EXPECT_RC(norm_instance(&x, &w4, NULL, &p, &y, NULL), NORM_E_WEIGHT);
+  EXPECT_RC(norm_instance(&x, &w23, &ok, &p, &y, NULL), NORM_E_WEIGHT);
+  EXPECT_RC(norm_instance(&x, &ok, &w4, &p, &y, NULL), NORM_E_BIAS);
+  EXPECT_RC(norm_instance(&x, NULL, &w23, &p, &y, NULL), NORM_E_BIAS);
+  EXPECT_RC(norm_instance(&x, &ok, &ok, &p, &y, NULL), NORM_OK);
+  tu_tensor_free(&x);
+  tu_tensor_free(&y);
+  tu_tensor_free(&ybad);
+  tu_tensor_free(&y4);
+  tu_tensor_free(&ok);
+  tu_tensor_free(&w4);
+  tu_tensor_free(&w23);
+}
+END_TEST
+
+Suite *norm_instance_suite(void) {
+  Suite *s = suite_create("norm_instance");
+  TCase *tc = tcase_create("Core");
+  tcase_add_test(tc, test_ncl);
+  tcase_add_test(tc, test_nchw);
+  tcase_add_test(tc, test_f64);
+  tcase_add_test(tc, test_half);
+  tcase_add_test(tc, test_mixed_dtypes);
+  tcase_add_test(tc, test_spatial_one);
+  tcase_add_test(tc, test_stats_index);
+  tcase_add_test(tc, test_in_place);
+  suite_add_tcase(s, tc);
+
+  tc = tcase_create("Cruel");
+  tcase_add_test(tc, test_large_mean);
+  tcase_add_test(tc, test_constant_instances);
+  tcase_add_test(tc, test_nan_isolated);
+  tcase_add_test(tc, test_inf_isolated);
+  suite_add_tcase(s, tc);
+
+  tc = tcase_create("Rows");
+  tcase_add_test(tc, test_rows_split);
+  tcase_add_test(tc, test_rows_bad_range);
+  tcase_add_test(tc, test_groups_count);
+  suite_add_tcase(s, tc);
+
+  tc = tcase_create("Errors");
+  tcase_add_test(tc, test_err_eps);
+  tcase_add_test(tc, test_err_null_and_shape);
+  tcase_add_test(tc, test_err_output_weight_bias);
+  suite_add_tcase(s, tc);
+  return s;
+}
