@@ -27,7 +27,7 @@ UNIT_SRC := $(wildcard tests/unit/check_*.c)
 UNIT_BIN := $(BUILD)/check_unit
 CHECK_LIBS = $(shell $(PKG_CONFIG) --libs check 2>/dev/null)
 
-.PHONY: all run test unit-test clean deps fixtures
+.PHONY: all run test unit-test blackbox-test bench clean deps fixtures
 
 all: $(NORMD) $(UNIT_BIN)
 
@@ -65,7 +65,21 @@ run: deps
 unit-test: $(UNIT_BIN)
 	./$(UNIT_BIN)
 
-test: unit-test
+# Starts the real daemon on ephemeral ports and talks HTTP to it (pytest).
+blackbox-test: $(NORMD)
+	/usr/bin/python3 -m pytest -q tests/blackbox
+
+# Installs what is missing, runs the unit tests, then the black-box suite;
+# pytest's summary line closes the run.
+test:
+	@scripts/install-deps.sh test
+	$(MAKE) unit-test
+	$(MAKE) blackbox-test
+
+# Throughput and latency against nginx serving the same bytes (prints a table).
+bench: $(NORMD)
+	@scripts/install-deps.sh bench
+	bench/http_bench.sh
 
 # Regenerates tests/fixtures/torch_fixtures.json (needs Debian's python3-torch).
 fixtures:

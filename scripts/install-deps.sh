@@ -5,7 +5,7 @@
 set -euo pipefail
 
 build=(gcc make pkg-config libmicrohttpd-dev libjansson-dev libuv1-dev)
-test=("${build[@]}" check libcurl4-openssl-dev python3 prometheus curl)
+test=("${build[@]}" check python3 python3-pytest prometheus curl)
 bench=("${build[@]}" wrk nginx-light python3-torch python3-numpy curl)
 fixtures=(python3-torch python3-numpy)
 

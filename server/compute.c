@@ -40,6 +40,19 @@ static int output_moments(result_t *res, const norm_tensor_t *view,
   return err == NORM_OK ? 0 : problem_from_norm(prob, err, NULL);
 }
 
+/* The request field a core error is about. */
+static const char *field_of(int err) {
+  switch (err) {
+  case NORM_E_WEIGHT: return "weight";
+  case NORM_E_BIAS: return "bias";
+  case NORM_E_RUNNING: return "running_mean";
+  case NORM_E_GROUPS: return "num_groups";
+  case NORM_E_EPS: return "eps";
+  case NORM_E_MOMENTUM: return "momentum";
+  default: return "input";
+  }
+}
+
 static int merge_parts(request_t *req, result_t *res, problem_t *prob) {
   res->ngroups = req->ngroups;
   res->stats_rank = 1;
@@ -73,7 +86,7 @@ int compute_run(request_t *req, result_t *res, problem_t *prob) {
   case OP_INSTANCE: groups = norm_instance_groups(x); break;
   default: groups = norm_moments_groups(x, &req->moments); break;
   }
-  if (groups < 0) return problem_from_norm(prob, (int)groups, "input");
+  if (groups < 0) return problem_from_norm(prob, (int)groups, field_of((int)groups));
   res->ngroups = (size_t)groups;
 
   if (req->op == OP_MOMENTS) {
@@ -146,16 +159,7 @@ int compute_run(request_t *req, result_t *res, problem_t *prob) {
     break;
   default: err = NORM_E_ARG; break;
   }
-  if (err != NORM_OK) {
-    const char *field = err == NORM_E_WEIGHT    ? "weight"
-                        : err == NORM_E_BIAS    ? "bias"
-                        : err == NORM_E_RUNNING ? "running_mean"
-                        : err == NORM_E_GROUPS  ? "num_groups"
-                        : err == NORM_E_EPS     ? "eps"
-                        : err == NORM_E_MOMENTUM ? "momentum"
-                                                 : "input";
-    return problem_from_norm(prob, err, field);
-  }
+  if (err != NORM_OK) return problem_from_norm(prob, err, field_of(err));
   metrics_add_elements(op_name(req->op), numel);
 
   if (req->ret & RET_OUTPUT_STATS) {

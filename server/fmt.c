@@ -1,12 +1,13 @@
 /* fmt.c -- shortest round-trip decimal text for float32 / float64, and the
- * non-finite spellings. The digits come from a simple exact method: a binary
- * search over the number of significant digits, each candidate produced by
- * snprintf("%.*e") and verified with strtof_l/strtod_l in the C locale. A
- * Ryu-style generator can later replace shortest_digits() alone; the text
- * layout (layout()) and the public functions stay as they are. */
+ * non-finite spellings. The digits come from a simple exact method: one
+ * correctly rounded snprintf("%.*e"), shorter candidates rounded from it, a
+ * search over the digit count, each candidate verified with strtof_l /
+ * strtod_l in the C locale. A Ryu-style generator can later replace
+ * shortest_digits() alone; layout() and the public functions stay. */
 #include "fmt.h"
 
 #include <assert.h>
+#include <errno.h>
 #include <locale.h>
 #include <math.h>
 #include <pthread.h>
@@ -24,11 +25,14 @@ typedef struct {
   int neg;
   int n;
   int exp;
-  char d[24]; /* up to WIDE_DIGITS */
+  char d[DOUBLE_MAX_DIGITS + 4]; /* up to maxp + WIDE_EXTRA */
 } decimal_t;
 
-/* ---- the C locale for reading candidates back ----------------------------- */
+/* ---- the C locale for reading candidates back ---------------------------- */
 
+/* Created once (the only allocation fmt ever makes). If newlocale fails,
+ * the process locale is used: normd never calls setlocale, so that is "C"
+ * too; under a ',' locale the output would stay exact but not shortest. */
 static pthread_once_t c_locale_once = PTHREAD_ONCE_INIT;
 static locale_t c_locale; /* (locale_t)0 if newlocale failed */
 
@@ -40,7 +44,6 @@ static void c_locale_init(void) {
  * v (which, for a float, holds the float exactly). strtof is used for
  * floats, not strtod + cast, which would round twice. */
 static int reads_back(const char *s, double v, int as_float) {
-  pthread_once(&c_locale_once, c_locale_init);
   if (as_float) {
     float want = (float)v;
     float got = c_locale ? strtof_l(s, NULL, c_locale) : strtof(s, NULL);
@@ -50,7 +53,7 @@ static int reads_back(const char *s, double v, int as_float) {
   return memcmp(&got, &v, sizeof got) == 0;
 }
 
-/* ---- decimals --------------------------------------------------------------- */
+/* ---- decimals ------------------------------------------------------------ */
 
 /* The p-digit decimal nearest to v (finite, non-zero), correctly rounded by
  * glibc's printf. The radix character is whatever the locale says (',' in
@@ -84,7 +87,7 @@ static void decimal_increment(decimal_t *dec) {
   }
 }
 
-/* ---- layout ------------------------------------------------------------------- */
+/* ---- layout -------------------------------------------------------------- */
 
 /* Writes dec as JSON number text, Python repr style: positional notation
  * when -4 <= exp < 16 ("3", "0.0001", "1234.5"), otherwise scientific with
@@ -129,12 +132,12 @@ static int layout(const decimal_t *dec, char *buf) {
   return (int)(p - buf);
 }
 
-/* ---- shortest digits -------------------------------------------------------- */
+/* ---- shortest digits ----------------------------------------------------- */
 
 /* One number being formatted: its value, its width and a wide rounding of
- * it (WIDE_DIGITS digits from one snprintf) from which the shorter
+ * it (maxp + WIDE_EXTRA digits from one snprintf) from which the shorter
  * candidates are derived without calling snprintf again. */
-#define WIDE_DIGITS 20
+#define WIDE_EXTRA 3
 typedef struct {
   double v;     /* the value; a float is held exactly */
   int as_float; /* read candidates back with strtof, not strtod */
@@ -146,8 +149,9 @@ typedef struct {
 /* The p-digit decimal nearest to the subject, rounded from the wide one.
  * That is exact unless the dropped digits are exactly 50...0: only then can
  * a p-digit midpoint lie between v and the wide rounding (it would be the
- * wide rounding itself, which is the nearest WIDE_DIGITS-digit decimal), so
- * only then does it ask snprintf for p digits directly. */
+ * wide rounding itself, which is the nearest decimal of its length), so only
+ * then (about once in 10^(WIDE_EXTRA + 1) probes) does it ask snprintf for
+ * p digits directly. */
 static void nearest_from_wide(const subject_t *sub, int p, decimal_t *out) {
   const decimal_t *w = &sub->wide;
   *out = *w;
@@ -188,8 +192,10 @@ static int try_digits(const subject_t *sub, int p, char *buf) {
 #define LINEAR_STEPS 3
 static int shortest_digits(double v, int maxp, int as_float, int boundary,
                            char *buf) {
+  int saved_errno = errno; /* strtof sets ERANGE on denormals */
+  pthread_once(&c_locale_once, c_locale_init);
   subject_t sub = {.v = v, .as_float = as_float, .boundary = boundary};
-  nearest_decimal(v, WIDE_DIGITS, &sub.wide);
+  nearest_decimal(v, maxp + WIDE_EXTRA, &sub.wide);
   char tmp[FMT_NUMBER_MAX];
   int hi = maxp, lo = 1;
   for (int step = 0; step < LINEAR_STEPS; step++, hi--) {
@@ -211,12 +217,13 @@ static int shortest_digits(double v, int maxp, int as_float, int boundary,
   if (hi == maxp) {
     decimal_t dec;
     nearest_from_wide(&sub, maxp, &dec);
-    return layout(&dec, buf);
+    layout(&dec, buf);
   }
+  errno = saved_errno;
   return (int)strlen(buf);
 }
 
-/* ---- public ------------------------------------------------------------------- */
+/* ---- public -------------------------------------------------------------- */
 
 /* Zero and non-finite values, shared by both widths; -1 if v is neither. */
 static int special(double v, char *buf) {
@@ -248,8 +255,7 @@ int fmt_double(double d, char *buf) {
   if (n >= 0) return n;
   uint64_t bits;
   memcpy(&bits, &d, sizeof bits);
-  int boundary =
-      (bits & 0xFFFFFFFFFFFFFull) == 0 && (bits >> 52 & 0x7FFu) > 1;
+  int boundary = (bits & 0xFFFFFFFFFFFFFull) == 0 && (bits >> 52 & 0x7FFu) > 1;
   return shortest_digits(d, DOUBLE_MAX_DIGITS, 0, boundary, buf);
 }
 

@@ -18,7 +18,8 @@
   X(torch_fixtures)                                                            \
   X(fmt)                                                                       \
   X(metrics)                                                                   \
-  X(config)
+  X(config)                                                                    \
+  X(codec_json)
 
 #define UNIT_DECLARE_(name) Suite *name##_suite(void);
 UNIT_SUITES(UNIT_DECLARE_)

@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# http_bench.sh -- normd under wrk beside nginx serving a static file of the
+# same size as normd's response (the ceiling: the cheapest possible HTTP
+# answer of that size on this machine), all in one run. Prints a table.
+#
+#   bench/http_bench.sh            # 10 s per row
+#   DURATION=5 CONNECTIONS=32 bench/http_bench.sh
+#
+# Loopback only. normd is the build from `make` (release flags: -O2, no
+# -march=native). wrk and nginx share the machine's cores with normd, so
+# compare the rows of one run with each other, not across machines.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DURATION=${DURATION:-10}
+CONNECTIONS=${CONNECTIONS:-16}
+WRK_THREADS=${WRK_THREADS:-2}
+NORMD=./build/normd
+work=$(mktemp -d /tmp/normd-bench.XXXXXX)
+chmod 755 "$work"
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+[ -x "$NORMD" ] || { echo "build first: make" >&2; exit 1; }
+
+# Request bodies: layer norm over the last dim, deterministic data.
+/usr/bin/python3 - "$work" <<'PY'
+import json, random, sys
+out = sys.argv[1]
+random.seed(1)
+for name, rows, cols in (("small", 1, 768), ("large", 512, 2048)):
+    data = [round(random.gauss(0, 1), 6) for _ in range(rows * cols)]
+    body = {"input": {"shape": [rows, cols], "dtype": "float32", "data": data}}
+    with open(f"{out}/{name}.json", "w") as f:
+        json.dump(body, f, separators=(",", ":"))
+PY
+
+"$NORMD" --config config/normd.json --host 127.0.0.1 --port 0 --log-level warn \
+  --max-inflight 100000 2>"$work/normd.log" &
+pids+=($!)
+port=""
+for _ in $(seq 100); do
+  port=$(sed -n 's/.*listening on http:\/\/[^:]*:\([0-9]*\).*/\1/p' "$work/normd.log")
+  [ -n "$port" ] && break
+  sleep 0.05
+done
+[ -n "$port" ] || { cat "$work/normd.log" >&2; exit 1; }
+
+mkdir -p "$work/www"
+for name in small large; do
+  curl -sf -H 'Content-Type: application/json' --data-binary "@$work/$name.json" \
+    "http://127.0.0.1:$port/v1/norm/layer" -o "$work/www/$name.out"
+done
+
+nginx_port=$((port + 1))
+cat >"$work/nginx.conf" <<NGINX
+worker_processes 2;
+daemon off;
+error_log $work/nginx.err warn;
+pid $work/nginx.pid;
+events { worker_connections 1024; }
+http {
+  access_log off;
+  sendfile on;
+  keepalive_requests 1000000;
+  server {
+    listen 127.0.0.1:$nginx_port;
+    root $work/www;
+    default_type application/json;
+  }
+}
+NGINX
+chmod -R a+rX "$work/www"
+nginx -p "$work" -c "$work/nginx.conf" &
+pids+=($!)
+sleep 0.5
+
+cat >"$work/post.lua" <<'LUA'
+local f = io.open(os.getenv("BODY"), "rb")
+wrk.method = "POST"
+wrk.body = f:read("*a")
+f:close()
+wrk.headers["Content-Type"] = "application/json"
+LUA
+
+# run_wrk URL [lua]: prints "req/s p50 p99" with latencies in ms
+run_wrk() {
+  local out
+  if [ $# -gt 1 ]; then
+    out=$(BODY="$3" wrk -t"$WRK_THREADS" -c"$CONNECTIONS" -d"${DURATION}s" --latency -s "$2" "$1")
+  else
+    out=$(wrk -t"$WRK_THREADS" -c"$CONNECTIONS" -d"${DURATION}s" --latency "$1")
+  fi
+  local rps p50 p99 errors
+  rps=$(awk '/Requests\/sec/ {print $2}' <<<"$out")
+  p50=$(awk '$1=="50%" {print $2}' <<<"$out")
+  p99=$(awk '$1=="99%" {print $2}' <<<"$out")
+  errors=$(awk '/Non-2xx/ {print $5}' <<<"$out")
+  echo "$rps $(to_ms "$p50") $(to_ms "$p99") ${errors:-0}"
+}
+to_ms() { # wrk prints 1.23ms / 456.00us / 1.20s
+  awk -v v="$1" 'BEGIN { n = v + 0; if (v ~ /us$/) n /= 1000; else if (v ~ /ms$/) n += 0; else if (v ~ /s$/) n *= 1000; printf "%.2f", n }'
+}
+
+printf '\nnormd %s, %s s per row, %s connections, %s wrk threads, %s CPUs\n\n' \
+  "$("$NORMD" --version | awk '{print $2}')" "$DURATION" "$CONNECTIONS" "$WRK_THREADS" "$(nproc)"
+printf '| case | server | req/s | p50 ms | p99 ms | non-2xx | response bytes | MB/s out | vs ceiling |\n'
+printf '|---|---|---:|---:|---:|---:|---:|---:|---:|\n'
+for name in small large; do
+  label=$([ "$name" = small ] && echo "layer 1x768 JSON" || echo "layer 512x2048 JSON")
+  bytes=$(stat -c %s "$work/www/$name.out")
+  read -r n_rps n_p50 n_p99 n_err < <(run_wrk "http://127.0.0.1:$port/v1/norm/layer" "$work/post.lua" "$work/$name.json")
+  read -r g_rps g_p50 g_p99 g_err < <(run_wrk "http://127.0.0.1:$nginx_port/$name.out")
+  ratio=$(awk -v a="$n_rps" -v b="$g_rps" 'BEGIN { printf "%.3f", a / b }')
+  mb_n=$(awk -v r="$n_rps" -v b="$bytes" 'BEGIN { printf "%.1f", r * b / 1e6 }')
+  mb_g=$(awk -v r="$g_rps" -v b="$bytes" 'BEGIN { printf "%.1f", r * b / 1e6 }')
+  printf '| %s | normd | %s | %s | %s | %s | %s | %s | %s |\n' "$label" "$n_rps" "$n_p50" "$n_p99" "$n_err" "$bytes" "$mb_n" "$ratio"
+  printf '| %s | nginx static (ceiling) | %s | %s | %s | %s | %s | %s | 1 |\n' "$label" "$g_rps" "$g_p50" "$g_p99" "$g_err" "$bytes" "$mb_g"
+done

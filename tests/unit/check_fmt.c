@@ -1,0 +1,745 @@
+/* check_fmt.c -- fmt_float / fmt_double: known values (Ryu's test tables
+ * among them), the text layout and JSON number syntax, round trips over
+ * millions of random bit patterns (split across threads, which also
+ * exercises thread safety), shortest-ness against a snprintf reference, and
+ * the non-finite spellings. Loops report only failures (ck_abort_msg). */
+#include <check.h>
+#include <errno.h>
+#include <float.h>
+#include <locale.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fmt.h"
+
+/* ---- helpers ------------------------------------------------------------- */
+
+/* splitmix64 */
+static uint64_t rand_u64(uint64_t *state) {
+  uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+static float f_from_bits(uint32_t u) {
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+static double d_from_bits(uint64_t u) {
+  double d;
+  memcpy(&d, &u, sizeof d);
+  return d;
+}
+
+static int same_float(float a, float b) {
+  return memcmp(&a, &b, sizeof a) == 0;
+}
+static int same_double(double a, double b) {
+  return memcmp(&a, &b, sizeof a) == 0;
+}
+
+/* A decimal in scientific form: digits (no leading or trailing zeros, at
+ * least one), exponent of the first digit, sign. */
+typedef struct {
+  int neg;
+  int n;
+  int exp;
+  char d[40];
+} sci_t;
+
+/* Parses any decimal text ("-0.00024414062", "4.1039004E3", "1e-05") into
+ * scientific form; 0 on a zero value. */
+static int to_sci(const char *s, sci_t *out) {
+  char all[80];
+  int n = 0, int_digits = -1, e = 0;
+  out->neg = *s == '-';
+  if (*s == '-' || *s == '+') s++;
+  for (; *s && *s != 'e' && *s != 'E'; s++) {
+    if (*s == '.')
+      int_digits = n;
+    else if (n < (int)sizeof all)
+      all[n++] = *s;
+  }
+  if (int_digits < 0) int_digits = n;
+  if (*s) e = atoi(s + 1);
+  int first = 0;
+  while (first < n && all[first] == '0') first++;
+  if (first == n) return 0;
+  int last = n;
+  while (all[last - 1] == '0') last--;
+  out->n = last - first;
+  memcpy(out->d, all + first, (size_t)out->n);
+  out->d[out->n] = '\0';
+  out->exp = int_digits - 1 - first + e;
+  return 1;
+}
+
+static int same_sci(const sci_t *a, const sci_t *b) {
+  return a->neg == b->neg && a->n == b->n && a->exp == b->exp &&
+         memcmp(a->d, b->d, (size_t)a->n) == 0;
+}
+
+/* JSON number grammar: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? */
+static int is_json_number(const char *s) {
+  if (*s == '-') s++;
+  if (*s == '0')
+    s++;
+  else if (*s >= '1' && *s <= '9')
+    while (*s >= '0' && *s <= '9') s++;
+  else
+    return 0;
+  if (*s == '.') {
+    s++;
+    if (!(*s >= '0' && *s <= '9')) return 0;
+    while (*s >= '0' && *s <= '9') s++;
+  }
+  if (*s == 'e' || *s == 'E') {
+    s++;
+    if (*s == '+' || *s == '-') s++;
+    if (!(*s >= '0' && *s <= '9')) return 0;
+    while (*s >= '0' && *s <= '9') s++;
+  }
+  return *s == '\0';
+}
+
+/* ---- the reference for shortest-ness ------------------------------------- */
+
+/* The p-digit decimal nearest to v, as digits "d0d1..." (exactly p of them)
+ * and the exponent of d0, from glibc's correctly rounded printf. */
+static void ref_nearest(double v, int p, char *digits, int *exp) {
+  char tmp[64];
+  snprintf(tmp, sizeof tmp, "%.*e", p - 1, fabs(v));
+  int n = 0;
+  const char *s = tmp;
+  for (; *s != 'e'; s++)
+    if (*s >= '0' && *s <= '9') digits[n++] = *s;
+  digits[n] = '\0';
+  *exp = atoi(s + 1);
+}
+
+/* Moves a p-digit decimal one unit in the last place up (dir 1) or down
+ * (dir -1), staying on the p-digit grid across powers of ten. */
+static void ref_step(char *digits, int p, int *exp, int dir) {
+  int i = p - 1;
+  if (dir > 0) {
+    while (i >= 0 && digits[i] == '9') digits[i--] = '0';
+    if (i >= 0) {
+      digits[i]++;
+    } else {
+      digits[0] = '1';
+      ++*exp;
+    }
+  } else {
+    while (i >= 0 && digits[i] == '0') digits[i--] = '9';
+    digits[i]--;
+    if (digits[0] == '0') { /* 1000 - 1 = 0999 -> 9999 x 10^(exp-1) */
+      memmove(digits, digits + 1, (size_t)p - 1);
+      digits[p - 1] = '9';
+      --*exp;
+    }
+  }
+}
+
+/* Does the decimal read back as v (sign taken from v)? */
+static int ref_reads_back(const char *digits, int exp, double v, int as_float) {
+  char tmp[64];
+  snprintf(tmp, sizeof tmp, "%s%c.%se%d", signbit(v) ? "-" : "", digits[0],
+           digits + 1, exp);
+  if (as_float) return same_float(strtof(tmp, NULL), (float)v);
+  return same_double(strtod(tmp, NULL), v);
+}
+
+/* Checks that text (fmt's output for v) reads back, is valid JSON, has the
+ * fewest digits, and is the nearest decimal with that many digits. Returns
+ * NULL or a static description of the first problem. */
+static const char *check_shortest(double v, int as_float, const char *text) {
+  sci_t got;
+  if (!is_json_number(text)) return "not a JSON number";
+  if (as_float ? !same_float(strtof(text, NULL), (float)v)
+               : !same_double(strtod(text, NULL), v))
+    return "does not read back";
+  if (!to_sci(text, &got)) return v == 0 ? NULL : "zero text for non-zero";
+  char digits[40];
+  int exp;
+  int n = got.n;
+  if (n > 1) {
+    /* the nearest (n-1)-digit decimal and its neighbours on both sides
+     * are the only ones that could read back */
+    ref_nearest(v, n - 1, digits, &exp);
+    if (ref_reads_back(digits, exp, v, as_float))
+      return "nearest shorter reads back";
+    char up[40], down[40];
+    int eup = exp, edown = exp;
+    memcpy(up, digits, sizeof up);
+    memcpy(down, digits, sizeof down);
+    ref_step(up, n - 1, &eup, 1);
+    ref_step(down, n - 1, &edown, -1);
+    if (ref_reads_back(up, eup, v, as_float)) return "shorter (up) reads back";
+    if (ref_reads_back(down, edown, v, as_float))
+      return "shorter (down) reads back";
+  }
+  /* the output is the nearest n-digit decimal, or that one does not read
+   * back and the output is its neighbour */
+  ref_nearest(v, n, digits, &exp);
+  sci_t near; /* compared as numbers: the nearest may end in zeros */
+  char tmp[64];
+  snprintf(tmp, sizeof tmp, "%s%c.%se%d", signbit(v) ? "-" : "", digits[0],
+           digits + 1, exp);
+  to_sci(tmp, &near);
+  if (same_sci(&near, &got)) return NULL;
+  if (ref_reads_back(digits, exp, v, as_float))
+    return "not the nearest decimal of its length";
+  char up[40], down[40];
+  int eup = exp, edown = exp;
+  memcpy(up, digits, sizeof up);
+  memcpy(down, digits, sizeof down);
+  ref_step(up, n, &eup, 1);
+  ref_step(down, n, &edown, -1);
+  if (!(eup == got.exp && strncmp(up, got.d, (size_t)n) == 0) &&
+      !(edown == got.exp && strncmp(down, got.d, (size_t)n) == 0))
+    return "neither the nearest decimal nor its neighbour";
+  return NULL;
+}
+
+/* ---- known values -------------------------------------------------------- */
+
+START_TEST(test_known_floats) {
+  static const struct {
+    float f;
+    const char *want;
+  } cases[] = {
+      {1.3038095f, "1.3038095"},
+      {0.1f, "0.1"},
+      {1e-5f, "1e-05"},
+      {3.0f, "3"},
+      {0.0f, "0"},
+      {-0.0f, "-0"},
+      {-1.5f, "-1.5"},
+      {0.3f, "0.3"},
+      {2.5e-5f, "2.5e-05"},
+      {100.0f, "100"},
+      {1e7f, "10000000"},
+      {16777216.0f, "16777216"},
+      {123456.789f, "123456.79"},
+      {0.0001f, "0.0001"},
+      {FLT_MIN, "1.1754944e-38"},
+      {FLT_MAX, "3.4028235e+38"},
+      {-FLT_MAX, "-3.4028235e+38"},
+      {1e-45f, "1e-45"}, /* the smallest denormal, 1.4e-45 */
+      {FLT_TRUE_MIN * 3, "4e-45"},
+      {1e-40f, "1e-40"},
+      {1e15f, "1000000000000000"},
+      {1e16f, "1e+16"},
+      {0.007812537f, "0.007812537"},
+      {(float)(1.0 / 3.0), "0.33333334"},
+  };
+  char buf[FMT_NUMBER_MAX];
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    int n = fmt_float(cases[i].f, buf);
+    ck_assert_msg(strcmp(buf, cases[i].want) == 0,
+                  "fmt_float(%a) = \"%s\", want \"%s\"", (double)cases[i].f,
+                  buf, cases[i].want);
+    ck_assert_int_eq(n, (int)strlen(buf));
+  }
+}
+END_TEST
+
+START_TEST(test_known_doubles) {
+  static const struct {
+    double d;
+    const char *want;
+  } cases[] = {
+      {0.1, "0.1"},
+      {1.0 / 3.0, "0.3333333333333333"},
+      {0.1 + 0.2, "0.30000000000000004"},
+      {(double)0.1f, "0.10000000149011612"},
+      {DBL_MAX, "1.7976931348623157e+308"},
+      {DBL_MIN, "2.2250738585072014e-308"},
+      {5e-324, "5e-324"},
+      {-5e-324, "-5e-324"},
+      {0.0, "0"},
+      {-0.0, "-0"},
+      {1e-7, "1e-07"},
+      {1e23, "1e+23"},
+      {1e100, "1e+100"},
+      {1.5e-300, "1.5e-300"},
+      {9007199254740992.0, "9007199254740992"},
+      {1e15 + 0.5, "1000000000000000.5"},
+      {-2.5, "-2.5"},
+      {1e21, "1e+21"},
+      {123456789012345680.0, "1.2345678901234568e+17"},
+  };
+  char buf[FMT_NUMBER_MAX];
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    int n = fmt_double(cases[i].d, buf);
+    ck_assert_msg(strcmp(buf, cases[i].want) == 0,
+                  "fmt_double(%a) = \"%s\", want \"%s\"", cases[i].d, buf,
+                  cases[i].want);
+    ck_assert_int_eq(n, (int)strlen(buf));
+  }
+}
+END_TEST
+
+/* Expected digits from Ryu's f2s / d2s test tables (ulfjack/ryu), which
+ * pin down the shortest *and nearest* choice on hard cases: exact
+ * boundaries kept only for even mantissas, ties between two shortest
+ * candidates, binade boundaries. Compared as (digits, exponent). */
+START_TEST(test_ryu_floats) {
+  static const struct {
+    uint32_t bits; /* 0 = use f */
+    float f;
+    const char *want;
+  } cases[] = {
+      {0x7f7fffffu, 0, "3.4028235E38"},
+      {0x00000001u, 0, "1E-45"},
+      {0, 1.1754944E-38f, "1.1754944E-38"},
+      {0, 3.355445E7f, "3.355445E7"},
+      {0, 8.999999E9f, "9E9"},
+      {0, 3.4366717E10f, "3.436672E10"},
+      {0, 3.0540412E5f, "3.0540412E5"},
+      {0, 8.0990312E3f, "8.0990312E3"},
+      {0, 2.4414062E-4f, "2.4414062E-4"},
+      {0, 2.4414062E-3f, "2.4414062E-3"},
+      {0, 4.3945312E-3f, "4.3945312E-3"},
+      {0, 6.3476562E-3f, "6.3476562E-3"},
+      {0, 4.7223665E21f, "4.7223665E21"},
+      {0, 8388608.0f, "8.388608E6"},
+      {0, 1.6777216E7f, "1.6777216E7"},
+      {0, 3.3554436E7f, "3.3554436E7"},
+      {0, 6.7131496E7f, "6.7131496E7"},
+      {0, 1.9310392E-38f, "1.9310392E-38"},
+      {0, -2.47E-43f, "-2.47E-43"},
+      {0, 1.993244E-38f, "1.993244E-38"},
+      {0, 4103.9003f, "4.1039004E3"},
+      {0, 5.3399997E9f, "5.3399997E9"},
+      {0, 6.0898E-39f, "6.0898E-39"},
+      {0, 0.0010310042f, "1.0310042E-3"},
+      {0, 2.8823261E17f, "2.882326E17"},
+      {0, 7.038531E-26f, "7.038531E-26"},
+      {0, 9.2234038E17f, "9.223404E17"},
+      {0, 6.7108872E7f, "6.710887E7"},
+      {0, 1.0E-44f, "1E-44"},
+      {0, 2.816025E14f, "2.816025E14"},
+      {0, 9.223372E18f, "9.223372E18"},
+      {0, 1.5846085E29f, "1.5846086E29"},
+      {0, 1.1811161E19f, "1.1811161E19"},
+      {0, 5.368709E18f, "5.368709E18"},
+      {0, 4.6143165E18f, "4.6143166E18"},
+      {0, 0.007812537f, "7.812537E-3"},
+      {0, 1.4E-45f, "1E-45"},
+      {0, 1.18697724E20f, "1.18697725E20"},
+      {0, 1.00014165E-36f, "1.00014165E-36"},
+      {0, 200.0f, "2E2"},
+      {0, 3.3554432E7f, "3.3554432E7"},
+      {0, 1.2345678f, "1.2345678E0"},
+      {0, 1.23456735E-36f, "1.23456735E-36"},
+  };
+  char buf[FMT_NUMBER_MAX];
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    float f = cases[i].bits ? f_from_bits(cases[i].bits) : cases[i].f;
+    fmt_float(f, buf);
+    sci_t got, want;
+    ck_assert(to_sci(buf, &got));
+    ck_assert(to_sci(cases[i].want, &want));
+    ck_assert_msg(same_sci(&got, &want), "fmt_float(%a) = \"%s\", want %s",
+                  (double)f, buf, cases[i].want);
+  }
+}
+END_TEST
+
+static double d_from_parts(uint32_t exponent, uint64_t mantissa) {
+  return d_from_bits((uint64_t)exponent << 52 | mantissa);
+}
+
+START_TEST(test_ryu_doubles) {
+  const uint64_t max_mantissa =
+      (1ull << 53) - 1; /* as in Ryu: bit 52 carries into the exponent */
+  const struct {
+    double d;
+    const char *want;
+  } cases[] = {
+      {2.2250738585072014E-308, "2.2250738585072014E-308"},
+      {d_from_bits(0x7fefffffffffffffull), "1.7976931348623157E308"},
+      {d_from_bits(1), "5E-324"},
+      {2.98023223876953125E-8, "2.9802322387695312E-8"},
+      {-2.109808898695963E16, "-2.109808898695963E16"},
+      {4.940656E-318, "4.940656E-318"},
+      {1.18575755E-316, "1.18575755E-316"},
+      {2.989102097996E-312, "2.989102097996E-312"},
+      {9.0608011534336E15, "9.0608011534336E15"},
+      {4.708356024711512E18, "4.708356024711512E18"},
+      {9.409340012568248E18, "9.409340012568248E18"},
+      {1.2345678, "1.2345678E0"},
+      {d_from_bits(0x4830F0CF064DD592ull), "5.764607523034235E39"},
+      {d_from_bits(0x4840F0CF064DD592ull), "1.152921504606847E40"},
+      {d_from_bits(0x4850F0CF064DD592ull), "2.305843009213694E40"},
+      {1.234567895, "1.234567895E0"},
+      {1.2345678901234567, "1.2345678901234567E0"},
+      {4.294967294, "4.294967294E0"},
+      {4.294967297, "4.294967297E0"},
+      {d_from_parts(4, 0), "1.7800590868057611E-307"},
+      {d_from_parts(6, max_mantissa), "2.8480945388892175E-306"},
+      {d_from_parts(41, 0), "2.446494580089078E-296"},
+      {d_from_parts(40, max_mantissa), "4.8929891601781557E-296"},
+      {d_from_parts(1077, 0), "1.8014398509481984E16"},
+      {d_from_parts(1076, max_mantissa), "3.6028797018963964E16"},
+      {d_from_parts(307, 0), "2.900835519859558E-216"},
+      {d_from_parts(306, max_mantissa), "5.801671039719115E-216"},
+      {d_from_parts(934, 0x000FA7161A4D6E0Cull), "3.196104012172126E-27"},
+      {9007199254740991.0, "9.007199254740991E15"},
+      {1.0e+15 + 1.0, "1.000000000000001E15"},
+      {1.0e+15 + 1.0e+14, "1.1E15"},
+      {536870912.0, "5.36870912E8"},
+      {8796093022208.0e+3, "8.796093022208E15"},
+  };
+  char buf[FMT_NUMBER_MAX];
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    fmt_double(cases[i].d, buf);
+    sci_t got, want;
+    ck_assert(to_sci(buf, &got));
+    ck_assert(to_sci(cases[i].want, &want));
+    ck_assert_msg(same_sci(&got, &want), "fmt_double(%a) = \"%s\", want %s",
+                  cases[i].d, buf, cases[i].want);
+  }
+}
+END_TEST
+
+/* Positional between 1e-4 and 1e16 (exclusive), scientific outside, with a
+ * signed exponent of at least two digits. */
+START_TEST(test_layout) {
+  static const struct {
+    double d;
+    const char *want;
+  } cases[] = {
+      {1e-4, "0.0001"},
+      {1.25e-4, "0.000125"},
+      {9.5e-5, "9.5e-05"},
+      {1e-5, "1e-05"},
+      {1e15, "1000000000000000"},
+      {9.5e15, "9500000000000000"},
+      {1e16, "1e+16"},
+      {1.5e16, "1.5e+16"},
+      {12.5, "12.5"},
+      {-1234.5, "-1234.5"},
+      {1e-100, "1e-100"},
+      {2e300, "2e+300"},
+      {1, "1"},
+      {10, "10"},
+      {0.5, "0.5"},
+      {-0.001, "-0.001"},
+  };
+  char buf[FMT_NUMBER_MAX];
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    fmt_double(cases[i].d, buf);
+    ck_assert_str_eq(buf, cases[i].want);
+  }
+  fmt_float(1e-5f, buf);
+  ck_assert_str_eq(buf, "1e-05");
+  fmt_float(2.5e20f, buf);
+  ck_assert_str_eq(buf, "2.5e+20");
+}
+END_TEST
+
+/* The longest texts the layouts can produce fit FMT_NUMBER_MAX. */
+START_TEST(test_longest) {
+  char buf[FMT_NUMBER_MAX + 8];
+  memset(buf, 'x', sizeof buf);
+  const double longest[] = {-1.2345678901234567e-100,
+                            -1.2345678901234567e-5,
+                            -0.00012345678901234567,
+                            -1234567890123456.7,
+                            -DBL_MIN,
+                            -DBL_MAX};
+  for (size_t i = 0; i < sizeof longest / sizeof longest[0]; i++) {
+    int n = fmt_double(longest[i], buf);
+    ck_assert_int_lt(n, FMT_NUMBER_MAX);
+    ck_assert_int_eq(buf[n], '\0');
+    ck_assert_int_eq(buf[FMT_NUMBER_MAX], 'x');
+  }
+  int n = fmt_float(-1.23456735E-36f, buf);
+  ck_assert_int_lt(n, FMT_NUMBER_MAX);
+  ck_assert_int_eq(fmt_double(-INFINITY, buf), 9);
+}
+END_TEST
+
+START_TEST(test_nonfinite) {
+  char buf[FMT_NUMBER_MAX];
+  ck_assert_int_eq(fmt_float(NAN, buf), 3);
+  ck_assert_str_eq(buf, "NaN");
+  ck_assert_int_eq(fmt_float(-NAN, buf), 3);
+  ck_assert_str_eq(buf, "NaN");
+  ck_assert_int_eq(fmt_float(INFINITY, buf), 8);
+  ck_assert_str_eq(buf, "Infinity");
+  ck_assert_int_eq(fmt_float(-INFINITY, buf), 9);
+  ck_assert_str_eq(buf, "-Infinity");
+  fmt_double(NAN, buf);
+  ck_assert_str_eq(buf, "NaN");
+  fmt_double(INFINITY, buf);
+  ck_assert_str_eq(buf, "Infinity");
+  fmt_double(-INFINITY, buf);
+  ck_assert_str_eq(buf, "-Infinity");
+
+  double v = 0;
+  ck_assert_int_eq(fmt_parse_nonfinite("NaN", &v), 1);
+  ck_assert(isnan(v));
+  ck_assert_int_eq(fmt_parse_nonfinite("Infinity", &v), 1);
+  ck_assert(isinf(v) && v > 0);
+  ck_assert_int_eq(fmt_parse_nonfinite("+Infinity", &v), 1);
+  ck_assert(isinf(v) && v > 0);
+  ck_assert_int_eq(fmt_parse_nonfinite("-Infinity", &v), 1);
+  ck_assert(isinf(v) && v < 0);
+  const char *bad[] = {"nan", "NAN",     "inf",       "-inf", "infinity",
+                       "Inf", "-NaN",    "Infinity ", " NaN", "",
+                       "1",   "Infinit", "Infinityy"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    v = 42;
+    ck_assert_msg(fmt_parse_nonfinite(bad[i], &v) == 0, "accepted \"%s\"",
+                  bad[i]);
+    ck_assert(v == 42); /* untouched */
+  }
+  ck_assert_int_eq(fmt_parse_nonfinite(NULL, &v), 0);
+}
+END_TEST
+
+/* strtof sets errno to ERANGE on denormals; fmt must not leak that. */
+START_TEST(test_errno_untouched) {
+  char buf[FMT_NUMBER_MAX];
+  errno = 0;
+  fmt_float(1e-45f, buf);
+  fmt_double(5e-324, buf);
+  fmt_double(DBL_MAX, buf);
+  ck_assert_int_eq(errno, 0);
+  errno = EINTR;
+  fmt_float(FLT_TRUE_MIN, buf);
+  ck_assert_int_eq(errno, EINTR);
+}
+END_TEST
+
+/* Under a locale whose decimal separator is ',' the text does not change.
+ * Minimal systems often have no such locale installed; then only the "C"
+ * texts are checked (run with LOCPATH pointing at a localedef output to
+ * exercise the ',' path on such a system). */
+START_TEST(test_locale_independent) {
+  static const char *const names[] = {"de_DE.UTF-8", "de_DE.utf8",
+                                      "fr_FR.UTF-8", "ru_RU.UTF-8",
+                                      "nl_NL.UTF-8", "de_DE"};
+  const float fs[] = {1.3038095f, 0.1f, 1e-5f, 3.4028235e38f, -2.5f};
+  const double ds[] = {1.0 / 3.0, 1e-7, 1e300, 123.456};
+  char want[9][FMT_NUMBER_MAX], got[FMT_NUMBER_MAX];
+  for (int i = 0; i < 5; i++) fmt_float(fs[i], want[i]);
+  for (int i = 0; i < 4; i++) fmt_double(ds[i], want[5 + i]);
+  for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
+    if (!setlocale(LC_ALL, names[k])) continue;
+    ck_assert_str_eq(localeconv()->decimal_point, ",");
+    for (int i = 0; i < 5; i++) {
+      fmt_float(fs[i], got);
+      ck_assert_str_eq(got, want[i]);
+    }
+    for (int i = 0; i < 4; i++) {
+      fmt_double(ds[i], got);
+      ck_assert_str_eq(got, want[5 + i]);
+    }
+    uint64_t state = 5;
+    for (int i = 0; i < 20000; i++) {
+      float f = f_from_bits((uint32_t)rand_u64(&state));
+      if (!isfinite(f)) continue;
+      fmt_float(f, got);
+      setlocale(LC_NUMERIC, "C");
+      int ok = same_float(strtof(got, NULL), f) && !strchr(got, ',');
+      setlocale(LC_NUMERIC, names[k]);
+      if (!ok) ck_abort_msg("under %s: %a -> \"%s\"", names[k], (double)f, got);
+    }
+  }
+  setlocale(LC_ALL, "C");
+  ck_assert_str_eq(want[0], "1.3038095");
+}
+END_TEST
+
+/* ---- round trips over random bit patterns -------------------------------- */
+
+typedef struct {
+  uint64_t seed;
+  long count;
+  int as_float;
+  char failure[160]; /* empty if every value passed */
+} sweep_t;
+
+/* Runs on its own thread: no Check calls here, failures are returned. */
+static void *sweep_run(void *arg) {
+  sweep_t *sw = arg;
+  char buf[FMT_NUMBER_MAX];
+  uint64_t state = sw->seed;
+  sw->failure[0] = '\0';
+  for (long i = 0; i < sw->count; i++) {
+    uint64_t r = rand_u64(&state);
+    int bad;
+    if (sw->as_float) {
+      float f = f_from_bits((uint32_t)r);
+      if (!isfinite(f)) continue;
+      fmt_float(f, buf);
+      bad = !same_float(strtof(buf, NULL), f) || strchr(buf, ',') != NULL;
+      if (bad)
+        snprintf(sw->failure, sizeof sw->failure, "float %08x -> \"%s\"",
+                 (unsigned)(uint32_t)r, buf);
+    } else {
+      double d = d_from_bits(r);
+      if (!isfinite(d)) continue;
+      fmt_double(d, buf);
+      bad = !same_double(strtod(buf, NULL), d) || strchr(buf, ',') != NULL;
+      if (bad)
+        snprintf(sw->failure, sizeof sw->failure, "double %016llx -> \"%s\"",
+                 (unsigned long long)r, buf);
+    }
+    if (bad) break;
+  }
+  return NULL;
+}
+
+/* count values split over up to 4 threads (fmt is documented thread-safe;
+ * the split also keeps the suite fast). */
+static void sweep(long count, int as_float, uint64_t seed) {
+  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  int nthreads = ncpu < 1 ? 1 : ncpu > 4 ? 4 : (int)ncpu;
+  sweep_t sw[4];
+  pthread_t tid[4];
+  for (int t = 0; t < nthreads; t++) {
+    sw[t].seed = seed + 0x1000003ull * (uint64_t)t;
+    sw[t].count = count / nthreads;
+    sw[t].as_float = as_float;
+    ck_assert_int_eq(pthread_create(&tid[t], NULL, sweep_run, &sw[t]), 0);
+  }
+  for (int t = 0; t < nthreads; t++) pthread_join(tid[t], NULL);
+  for (int t = 0; t < nthreads; t++)
+    if (sw[t].failure[0]) ck_abort_msg("round trip failed: %s", sw[t].failure);
+}
+
+START_TEST(test_roundtrip_random_floats) { sweep(2000000, 1, 1); }
+END_TEST
+
+START_TEST(test_roundtrip_random_doubles) { sweep(500000, 0, 2); }
+END_TEST
+
+/* ---- shortest-ness ------------------------------------------------------- */
+
+static void shortest_float(float f) {
+  char buf[FMT_NUMBER_MAX];
+  fmt_float(f, buf);
+  const char *why = check_shortest(f, 1, buf);
+  if (why) ck_abort_msg("fmt_float(%a) = \"%s\": %s", (double)f, buf, why);
+}
+
+static void shortest_double(double d) {
+  char buf[FMT_NUMBER_MAX];
+  fmt_double(d, buf);
+  const char *why = check_shortest(d, 0, buf);
+  if (why) ck_abort_msg("fmt_double(%a) = \"%s\": %s", d, buf, why);
+}
+
+START_TEST(test_shortest_random) {
+  uint64_t state = 3;
+  for (int i = 0; i < 100000; i++) {
+    float f = f_from_bits((uint32_t)rand_u64(&state));
+    if (isfinite(f)) shortest_float(f);
+  }
+  for (int i = 0; i < 30000; i++) {
+    double d = d_from_bits(rand_u64(&state));
+    if (isfinite(d)) shortest_double(d);
+  }
+  /* values of ordinary size, as normalized tensors have */
+  for (int i = 0; i < 30000; i++) {
+    double x = (double)(rand_u64(&state) >> 11) * 0x1p-53 * 8 - 4;
+    shortest_float((float)x);
+    shortest_double(x);
+  }
+}
+END_TEST
+
+/* Binade boundaries (mantissa field 0, where the gap below is half the gap
+ * above) and their neighbours, for every exponent, plus the denormals
+ * nearest zero and the largest ones. */
+START_TEST(test_shortest_boundaries) {
+  for (uint32_t e = 0; e < 255; e++)
+    for (int sgn = 0; sgn < 2; sgn++) {
+      uint32_t base = (uint32_t)sgn << 31 | e << 23;
+      const uint32_t lows[] = {0, 1, 2, 0x400000u, 0x7FFFFEu, 0x7FFFFFu};
+      for (size_t k = 0; k < sizeof lows / sizeof lows[0]; k++) {
+        float f = f_from_bits(base | lows[k]);
+        if (f != 0) shortest_float(f);
+      }
+    }
+  for (uint32_t u = 1; u < 20000; u++) {
+    shortest_float(f_from_bits(u));
+    shortest_float(f_from_bits(0x800000u - u));
+  }
+  for (uint64_t e = 0; e < 2047; e++) {
+    const uint64_t lows[] = {0, 1, 0x8000000000000ull, 0xFFFFFFFFFFFFFull};
+    for (size_t k = 0; k < sizeof lows / sizeof lows[0]; k++) {
+      double d = d_from_bits(e << 52 | lows[k]);
+      if (d != 0) shortest_double(d);
+    }
+  }
+  for (uint64_t u = 1; u < 2000; u++) shortest_double(d_from_bits(u));
+}
+END_TEST
+
+/* A decimal of at most FLT_DIG (6) significant digits survives a trip
+ * through float unchanged (DBL_DIG = 15 for double), so the shortest text
+ * of strtof(s) is s itself: what a client sends comes back as sent. */
+START_TEST(test_decimal_in_decimal_out) {
+  uint64_t state = 4;
+  char in[64], out[FMT_NUMBER_MAX];
+  for (int i = 0; i < 100000; i++) {
+    int as_float = i & 1;
+    int digits = 1 + (int)(rand_u64(&state) % (as_float ? FLT_DIG : DBL_DIG));
+    int exp = (int)(rand_u64(&state) % 61) - 30;
+    uint64_t mant = rand_u64(&state) % 1000000000000000ull; /* 15 digits */
+    char ds[24];
+    snprintf(ds, sizeof ds, "%015llu", (unsigned long long)mant);
+    ds[0] = (char)('1' + rand_u64(&state) % 9);
+    ds[digits] = '\0';
+    while (digits > 1 && ds[digits - 1] == '0') ds[--digits] = '\0';
+    snprintf(in, sizeof in, "%s%c.%se%d", (i & 2) ? "-" : "", ds[0], ds + 1,
+             exp);
+    if (as_float)
+      fmt_float(strtof(in, NULL), out);
+    else
+      fmt_double(strtod(in, NULL), out);
+    sci_t a, b;
+    to_sci(in, &a);
+    to_sci(out, &b);
+    if (!same_sci(&a, &b)) ck_abort_msg("\"%s\" came back as \"%s\"", in, out);
+  }
+}
+END_TEST
+
+Suite *fmt_suite(void) {
+  Suite *s = suite_create("fmt");
+  TCase *tc = tcase_create("Core");
+  tcase_add_test(tc, test_known_floats);
+  tcase_add_test(tc, test_known_doubles);
+  tcase_add_test(tc, test_ryu_floats);
+  tcase_add_test(tc, test_ryu_doubles);
+  tcase_add_test(tc, test_layout);
+  tcase_add_test(tc, test_longest);
+  tcase_add_test(tc, test_nonfinite);
+  tcase_add_test(tc, test_errno_untouched);
+  tcase_add_test(tc, test_locale_independent);
+  suite_add_tcase(s, tc);
+
+  tc = tcase_create("Sweep");
+  tcase_set_timeout(tc, 60);
+  tcase_add_test(tc, test_roundtrip_random_floats);
+  tcase_add_test(tc, test_roundtrip_random_doubles);
+  tcase_add_test(tc, test_shortest_random);
+  tcase_add_test(tc, test_shortest_boundaries);
+  tcase_add_test(tc, test_decimal_in_decimal_out);
+  suite_add_tcase(s, tc);
+  return s;
+}
