@@ -102,7 +102,7 @@ void metrics_observe_request(size_t route, int status, double seconds,
   size_t in = bucket_of(bytes_bounds, NBYTES, (double)bytes_in);
   size_t out = bucket_of(bytes_bounds, NBYTES, (double)bytes_out);
   pthread_mutex_lock(&lock);
-  if (nroutes > 0) {
+  if (nroutes > 0) { /* before metrics_init there is nowhere to count */
     route_stats_t *r = &state.route[route < nroutes ? route : nroutes - 1];
     r->status[code]++;
     r->duration[dur]++;

@@ -644,16 +644,16 @@ static void shortest_double(double d) {
 
 START_TEST(test_shortest_random) {
   uint64_t state = 3;
-  for (int i = 0; i < 100000; i++) {
+  for (int i = 0; i < 60000; i++) {
     float f = f_from_bits((uint32_t)rand_u64(&state));
     if (isfinite(f)) shortest_float(f);
   }
-  for (int i = 0; i < 30000; i++) {
+  for (int i = 0; i < 20000; i++) {
     double d = d_from_bits(rand_u64(&state));
     if (isfinite(d)) shortest_double(d);
   }
   /* values of ordinary size, as normalized tensors have */
-  for (int i = 0; i < 30000; i++) {
+  for (int i = 0; i < 20000; i++) {
     double x = (double)(rand_u64(&state) >> 11) * 0x1p-53 * 8 - 4;
     shortest_float((float)x);
     shortest_double(x);
@@ -695,7 +695,7 @@ END_TEST
 START_TEST(test_decimal_in_decimal_out) {
   uint64_t state = 4;
   char in[64], out[FMT_NUMBER_MAX];
-  for (int i = 0; i < 100000; i++) {
+  for (int i = 0; i < 60000; i++) {
     int as_float = i & 1;
     int digits = 1 + (int)(rand_u64(&state) % (as_float ? FLT_DIG : DBL_DIG));
     int exp = (int)(rand_u64(&state) % 61) - 30;

@@ -1,0 +1,131 @@
+"""SIGTERM / SIGINT drain: readiness turns 503, no new connections, every
+accepted request is answered in full, exit code 0."""
+import signal
+import socket
+import threading
+import time
+
+import pytest
+
+from normd_helpers import JSON, assert_problem, read_response
+
+ROWS, COLS = 1000, 2000
+CLIENTS = 6
+
+
+def big_body():
+    row = ",".join(str(i % 10) for i in range(COLS))
+    return ('{"input":{"shape":[%d,%d],"data":[%s]},"return":"stats"}'
+            % (ROWS, COLS, ",".join([row] * ROWS))).encode()
+
+
+def test_sigterm_drains_in_flight_requests(make_daemon):
+    d = make_daemon("--threads", 1)
+    body = big_body()
+
+    # A keep-alive connection opened before the signal, to ask /readyz during
+    # the drain (the listening socket is closed by then).
+    probe = d.connect(timeout=10)
+    probe.request("GET", "/readyz")
+    assert read_response(probe, "GET").status == 200
+
+    sent = [threading.Event() for _ in range(CLIENTS)]
+    results = [None] * CLIENTS
+
+    def client(i):
+        conn = d.connect(timeout=60)
+        try:
+            conn.putrequest("POST", "/v1/norm/layer")
+            conn.putheader("Content-Type", JSON)
+            conn.putheader("Content-Length", str(len(body)))
+            conn.endheaders()
+            conn.send(body)
+            sent[i].set()
+            results[i] = read_response(conn)
+        except Exception as e:  # reported below
+            results[i] = e
+            sent[i].set()
+        finally:
+            conn.close()
+
+    threads = [threading.Thread(target=client, args=(i,), daemon=True)
+               for i in range(CLIENTS)]
+    for t in threads:
+        t.start()
+    for e in sent:
+        assert e.wait(30), "a client could not send its body"
+    time.sleep(0.1)  # the bodies are read and the jobs queued
+    t_signal = time.monotonic()
+    d.signal(signal.SIGTERM)
+    time.sleep(0.05)
+
+    # During the drain: /readyz is 503 on the open connection ...
+    probe.request("GET", "/readyz")
+    ready = read_response(probe, "GET")
+    doc = assert_problem(ready, 503, "draining")
+    assert ready.header("Retry-After") == "1"
+    assert doc["title"] == "Service Unavailable"
+    probe.close()
+    # ... and new connections are refused (the listening socket is closed).
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", d.port), timeout=5).close()
+    still_running = sum(1 for r in results if r is None)
+    assert still_running > 0, "the requests finished before the drain began"
+
+    for t in threads:
+        t.join(timeout=60)
+    assert not any(t.is_alive() for t in threads), "a client hung"
+    for r in results:
+        assert not isinstance(r, Exception), r
+        assert r.status == 200, r
+        stats = r.json()["stats"]  # complete, parseable JSON
+        assert stats["shape"] == [ROWS]
+        assert len(stats["mean"]) == ROWS and stats["mean"][0] == 4.5
+
+    assert d.wait(timeout=30) == 0
+    assert time.monotonic() - t_signal < 30
+    log = d.log()
+    assert "draining" in log and "drained, exiting" in log
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_idle_daemon_exits_zero(make_daemon, sig):
+    d = make_daemon()
+    assert d.get("/healthz").status == 200
+    t0 = time.monotonic()
+    d.signal(sig)
+    assert d.wait(timeout=10) == 0
+    assert time.monotonic() - t0 < 5
+
+
+def test_drain_timeout_exits_nonzero(make_daemon):
+    """With --drain-timeout-s 0 a request in flight is abandoned: exit 1."""
+    d = make_daemon("--threads", 1, "--drain-timeout-s", 0)
+    body = big_body()
+    sent, done = threading.Event(), threading.Event()
+
+    def client():
+        conn = d.connect(timeout=30)
+        try:
+            conn.putrequest("POST", "/v1/norm/layer")
+            conn.putheader("Content-Type", JSON)
+            conn.putheader("Content-Length", str(len(body)))
+            conn.endheaders()
+            conn.send(body)
+            sent.set()
+            conn.getresponse().read()
+        except Exception:
+            pass  # the daemon exits under it: a reset is expected
+        finally:
+            sent.set()
+            conn.close()
+            done.set()
+
+    t = threading.Thread(target=client, daemon=True)
+    t.start()
+    assert sent.wait(30)
+    time.sleep(0.05)
+    d.signal(signal.SIGTERM)
+    assert d.wait(timeout=10) == 1
+    assert done.wait(10)
+    assert "drain timeout" in d.log()

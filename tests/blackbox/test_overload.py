@@ -1,0 +1,120 @@
+"""Backpressure: with one worker and one in-flight slot, concurrent requests
+beyond the slot get 503 + Retry-After at once; the rest succeed."""
+import json
+import threading
+import time
+
+from normd_helpers import JSON, Response, assert_problem
+
+ROWS, COLS = 1000, 2000
+CLIENTS = 8
+
+
+def big_body(rows=ROWS, cols=COLS):
+    """A rows x cols layer norm request (~2 bytes per element) that asks only
+    for the statistics, so the answers stay small."""
+    row = ",".join(str(i % 10) for i in range(cols))
+    return ('{"input":{"shape":[%d,%d],"data":[%s]},"return":"stats"}'
+            % (rows, cols, ",".join([row] * rows))).encode()
+
+
+def test_503_when_the_queue_is_full(make_daemon):
+    d = make_daemon("--threads", 1, "--max-inflight", 1)
+    body = big_body()
+
+    # One request alone: it must take long enough on the worker for the
+    # others to arrive while it runs (they arrive within a few ms, below).
+    t0 = time.monotonic()
+    r = d.post_json("/v1/norm/layer", body)
+    alone = time.monotonic() - t0
+    assert r.status == 200, r
+    assert len(r.json()["stats"]["mean"]) == ROWS
+    assert alone > 0.02, "request too fast (%.3fs) to overlap reliably" % alone
+
+    # Every client sends all but the last byte, waits for the others, then
+    # sends its last byte: the bodies complete within about a millisecond.
+    ready = threading.Barrier(CLIENTS, timeout=30)
+    results = [None] * CLIENTS
+
+    def client(i):
+        conn = d.connect(timeout=30)
+        try:
+            conn.putrequest("POST", "/v1/norm/layer")
+            conn.putheader("Content-Type", JSON)
+            conn.putheader("Content-Length", str(len(body)))
+            conn.endheaders()
+            conn.send(body[:-1])
+            ready.wait()
+            conn.send(body[-1:])
+            resp = conn.getresponse()
+            results[i] = Response(resp.status, resp.reason, resp.headers,
+                                  resp.read())
+        except Exception as e:  # reported below
+            results[i] = e
+        finally:
+            conn.close()
+
+    threads = [threading.Thread(target=client, args=(i,), daemon=True)
+               for i in range(CLIENTS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not any(t.is_alive() for t in threads), "a client hung"
+    errors = [r for r in results if not isinstance(r, Response)]
+    assert not errors, errors
+
+    statuses = sorted(r.status for r in results)
+    overloaded = [r for r in results if r.status == 503]
+    ok = [r for r in results if r.status == 200]
+    assert overloaded, "no 503 among %s (one request took %.3fs)" % (statuses, alone)
+    assert ok, statuses
+    assert len(ok) + len(overloaded) == CLIENTS, statuses
+    for r in overloaded:
+        doc = assert_problem(r, 503, "overloaded")
+        assert doc["title"] == "Service Unavailable"
+        assert r.header("Retry-After") == "1"
+    for r in ok:
+        assert len(r.json()["stats"]["rstd"]) == ROWS
+
+    # the slot is given back: the daemon serves again
+    r = d.post_json("/v1/norm/layer", {"input": [1, 2, 3]})
+    assert r.status == 200
+    assert d.get("/readyz").status == 200
+
+
+def test_retry_after_follows_config(make_daemon):
+    d = make_daemon("--threads", 1, "--max-inflight", 1, "--retry-after-s", 7)
+    body = big_body(500, 2000)
+    ready = threading.Barrier(3, timeout=30)
+    results = []
+    lock = threading.Lock()
+
+    def client():
+        conn = d.connect(timeout=30)
+        try:
+            conn.putrequest("POST", "/v1/norm/layer")
+            conn.putheader("Content-Type", JSON)
+            conn.putheader("Content-Length", str(len(body)))
+            conn.endheaders()
+            conn.send(body[:-1])
+            ready.wait()
+            conn.send(body[-1:])
+            resp = conn.getresponse()
+            with lock:
+                results.append((resp.status, resp.getheader("Retry-After"),
+                                resp.read()))
+        finally:
+            conn.close()
+
+    threads = [threading.Thread(target=client, daemon=True) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert len(results) == 3
+    refused = [(s, ra, b) for s, ra, b in results if s == 503]
+    assert refused, [s for s, _, _ in results]
+    for s, ra, b in refused:
+        assert ra == "7"
+        assert json.loads(b)["code"] == "overloaded"
