@@ -166,6 +166,7 @@ def assert_problem(resp, status, code, field=None):
     """The response is an RFC 9457 problem with this status and code."""
     assert resp.status == status, resp
     assert resp.content_type == PROBLEM, resp
+    assert resp.body, "empty problem body: %r" % resp
     doc = resp.json()
     assert doc["status"] == status, doc
     assert doc["code"] == code, doc

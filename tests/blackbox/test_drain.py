@@ -65,6 +65,16 @@ def test_sigterm_drains_in_flight_requests(make_daemon):
     doc = assert_problem(ready, 503, "draining")
     assert ready.header("Retry-After") == "1"
     assert doc["title"] == "Service Unavailable"
+    # ... the process is still alive ...
+    probe.request("GET", "/healthz")
+    assert read_response(probe, "GET").status == 200
+    # ... new compute work is refused, and the connection is closed ...
+    probe.request("POST", "/v1/norm/layer", body=b'{"input": [1, 2]}',
+                  headers={"Content-Type": JSON})
+    late = read_response(probe)
+    assert_problem(late, 503, "draining")
+    assert late.header("Retry-After") == "1"
+    assert (late.header("Connection") or "").lower() == "close"
     probe.close()
     # ... and new connections are refused (the listening socket is closed).
     with pytest.raises(ConnectionRefusedError):
@@ -129,3 +139,21 @@ def test_drain_timeout_exits_nonzero(make_daemon):
     assert d.wait(timeout=10) == 1
     assert done.wait(10)
     assert "drain timeout" in d.log()
+
+
+@pytest.mark.xfail(strict=False, reason=(
+    "known issue (timing-dependent, so it may XPASS): a client that "
+    "disconnects mid-upload is often noticed only at connection_timeout_s "
+    "(libmicrohttpd's edge-triggered epoll misses a FIN that arrives with "
+    "data), and http_wait_idle() counts it as in flight, so the drain runs "
+    "into drain_timeout_s and exits 1"))
+def test_drain_is_not_held_by_clients_gone_mid_upload(make_daemon):
+    d = make_daemon("--drain-timeout-s", 2)
+    for _ in range(10):
+        with socket.create_connection(("127.0.0.1", d.port), timeout=5) as s:
+            s.sendall(b"POST /v1/norm/rms HTTP/1.1\r\nHost: x\r\n"
+                      b"Content-Type: application/json\r\n"
+                      b"Content-Length: 1000\r\n\r\n{\"input\":[")
+    assert d.get("/healthz").status == 200
+    d.signal(signal.SIGTERM)
+    assert d.wait(timeout=10) == 0

@@ -49,6 +49,39 @@ def test_413_content_length_before_the_body_is_sent(small):
     assert (r.header("Connection") or "").lower() == "close"
 
 
+def test_413_instead_of_100_continue(small):
+    """A client that asks to continue is told 413 before sending the body."""
+    with socket.create_connection(("127.0.0.1", small.port), timeout=10) as s:
+        s.sendall(b"POST /v1/norm/layer HTTP/1.1\r\nHost: x\r\n"
+                  b"Content-Type: application/json\r\nExpect: 100-continue\r\n"
+                  b"Content-Length: %d\r\n\r\n" % (LIMIT * 2))
+        resp = http.client.HTTPResponse(s, method="POST")
+        resp.begin()
+        body = resp.read()
+    assert_problem(Response(resp.status, resp.reason, resp.headers, body), 413,
+                   "body_too_large")
+
+
+def test_100_continue_under_the_limit(small):
+    body = padded_body(LIMIT - 10)
+    with socket.create_connection(("127.0.0.1", small.port), timeout=10) as s:
+        s.sendall(b"POST /v1/norm/layer HTTP/1.1\r\nHost: x\r\n"
+                  b"Content-Type: application/json\r\nExpect: 100-continue\r\n"
+                  b"Content-Length: %d\r\n\r\n" % len(body))
+        interim = b""
+        while not interim.endswith(b"\r\n\r\n"):
+            chunk = s.recv(1)
+            assert chunk, interim
+            interim += chunk
+        assert interim == b"HTTP/1.1 100 Continue\r\n\r\n"
+        s.sendall(body)
+        resp = http.client.HTTPResponse(s, method="POST")
+        resp.begin()
+        data = resp.read()
+    assert resp.status == 200, data
+    assert json.loads(data)["output"]["shape"] == [3]
+
+
 def test_413_content_length_huge(small):
     with socket.create_connection(("127.0.0.1", small.port), timeout=10) as s:
         s.sendall(b"POST /v1/norm/rms HTTP/1.1\r\nHost: x\r\n"

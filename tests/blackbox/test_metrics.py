@@ -46,8 +46,16 @@ def busy(daemon):
     assert daemon.get("/no/such/path").status == 404
     assert daemon.get("/healthz").status == 200
     # requests are counted when they complete, just after the answer is sent
-    assert wait_until(lambda: sample(parse(metrics_text(daemon)), "normd_requests_total",
-                                     route="/healthz", code="200") == 1, 5)
+    expected = [("/v1/norm/layer", "200", 3), ("/v1/norm/layer", "422", 1),
+                ("/v1/norm/rms", "200", 1), ("other", "404", 1),
+                ("/healthz", "200", 1)]
+
+    def counted():
+        s = parse(metrics_text(daemon))
+        return all(sample(s, "normd_requests_total", route=route, code=code) == n
+                   for route, code, n in expected)
+
+    assert wait_until(counted, 5), metrics_text(daemon)
     return daemon
 
 

@@ -219,9 +219,10 @@ def test_info(daemon):
         ["float32", "float64", "float16", "bfloat16"])
     assert doc["norms"] == ["layer", "rms", "batch", "group", "instance"]
     lim = doc["limits"]
-    assert lim["max_body_bytes"] == 67108864
-    assert lim["max_elements"] == 16777216
-    assert lim["max_json_depth"] == 32
+    cfg = json.loads((REPO_ROOT / "config" / "normd.json").read_text())
+    for key in ("max_body_bytes", "max_elements", "max_inflight",
+                "max_json_depth"):
+        assert lim[key] == cfg[key], key
     assert lim["max_rank"] == 8
     paths = {r["path"]: r["methods"] for r in doc["routes"]}
     for op in ("layer", "rms", "batch", "group", "instance"):
