@@ -36,7 +36,8 @@ struct server {
   const config_t *cfg;
   limits_t limits;
   atomic_int draining;
-  atomic_long active; /* requests begun and not completed */
+  atomic_long accepted; /* compute requests with a complete body, not yet
+                           answered: what a drain waits for */
   uint16_t port;
 };
 
@@ -57,6 +58,7 @@ typedef struct {
   reply_t reply;
   int status_sent;
   uint64_t bytes_out;
+  int accepted; /* counted in server.accepted */
 } request_state_t;
 
 /* A compute request crossing the pool. The HTTP thread creates it and moves
@@ -69,12 +71,18 @@ typedef struct {
   char *body;
   size_t len;
   op_t op;
-  char content_type[256];
-  char accept[256];
-  int has_content_type, has_accept;
+  char *content_type; /* copies of the headers, NULL when absent */
+  char *accept;
   limits_t limits;
   reply_t reply;
 } job_t;
+
+static int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
 
 static double elapsed_s(const struct timespec *since) {
   struct timespec now;
@@ -268,8 +276,7 @@ static void job_run(pool_job_t *base) {
   job_t *job = (job_t *)base;
   service_input_t in = {
       .op = job->op, .body = job->body, .len = job->len,
-      .content_type = job->has_content_type ? job->content_type : NULL,
-      .accept = job->has_accept ? job->accept : NULL};
+      .content_type = job->content_type, .accept = job->accept};
   service_handle(&in, &job->limits, &job->reply);
   free(job->body);
   job->body = NULL;
@@ -282,18 +289,33 @@ static void job_done(pool_job_t *base) {
   rs->reply = job->reply;
   rs->reply_ready = 1;
   struct MHD_Connection *c = rs->mhd_conn;
+  free(job->content_type);
+  free(job->accept);
   free(job);
   MHD_resume_connection(c);
 }
 
-static void copy_header(char *dst, size_t cap, int *has, const char *value) {
-  *has = value != NULL;
-  snprintf(dst, cap, "%s", value ? value : "");
+/* A copy of a header value (NULL stays NULL); -1 on out of memory. */
+static int copy_header(char **dst, const char *value) {
+  *dst = value ? strdup(value) : NULL;
+  return (value != NULL && *dst == NULL) ? -1 : 0;
 }
 
 /* Body complete: hand it to the pool, or answer 503 at once. */
 static enum MHD_Result submit_compute(request_state_t *rs) {
   server_t *srv = rs->srv;
+  /* Count first, then look at draining: with both atomics sequentially
+   * consistent, a drain either sees this request or this request sees the
+   * drain (and is refused), never neither. */
+  atomic_fetch_add(&srv->accepted, 1);
+  if (atomic_load(&srv->draining)) {
+    atomic_fetch_sub(&srv->accepted, 1);
+    problem_now(rs, 503, "draining", "%s", "normd is shutting down");
+    rs->reply.retry_after_s = (int)srv->cfg->retry_after_s;
+    rs->reply.close = 1;
+    return send_reply(rs);
+  }
+  rs->accepted = 1;
   if (pool_try_reserve(srv->pool) != 0) {
     problem_now(rs, 503, "overloaded",
                 "%s", "too many requests in flight; retry after a moment");
@@ -301,27 +323,31 @@ static enum MHD_Result submit_compute(request_state_t *rs) {
     return send_reply(rs);
   }
   job_t *job = calloc(1, sizeof *job);
-  if (job == NULL) {
-    pool_release(srv->pool);
-    problem_now(rs, 500, "out_of_memory", "%s", "out of memory");
-    return send_reply(rs);
-  }
+  if (job == NULL ||
+      copy_header(&job->content_type,
+                  header(rs->mhd_conn, MHD_HTTP_HEADER_CONTENT_TYPE)) != 0 ||
+      copy_header(&job->accept, header(rs->mhd_conn, MHD_HTTP_HEADER_ACCEPT)) != 0)
+    goto err;
   job->base.run = job_run;
   job->base.done = job_done;
   job->rs = rs;
   job->op = rs->route->op;
+  job->limits = srv->limits;
   job->body = rs->body; /* moves */
   job->len = rs->len;
   rs->body = NULL;
-  job->limits = srv->limits;
-  copy_header(job->content_type, sizeof job->content_type,
-              &job->has_content_type,
-              header(rs->mhd_conn, MHD_HTTP_HEADER_CONTENT_TYPE));
-  copy_header(job->accept, sizeof job->accept, &job->has_accept,
-              header(rs->mhd_conn, MHD_HTTP_HEADER_ACCEPT));
   MHD_suspend_connection(rs->mhd_conn);
   pool_submit(srv->pool, &job->base);
   return MHD_YES;
+
+err:
+  if (job) {
+    free(job->content_type);
+    free(job);
+  }
+  pool_release(srv->pool);
+  problem_now(rs, 500, "out_of_memory", "%s", "out of memory");
+  return send_reply(rs);
 }
 
 static int append_body(request_state_t *rs, const char *data, size_t n) {
@@ -399,7 +425,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
     clock_gettime(CLOCK_MONOTONIC, &rs->start);
     snprintf(rs->method, sizeof rs->method, "%s", method);
     snprintf(rs->path, sizeof rs->path, "%s", url);
-    atomic_fetch_add(&srv->active, 1);
     metrics_inflight_add(1);
     first_call(rs, url, method);
     /* An error decided before the body is read goes out now (MHD then
@@ -412,10 +437,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
     size_t n = *upload_data_size;
     *upload_data_size = 0;
     rs->bytes_in += n;
-    if (rs->reply_ready) { /* discarding the rest of a refused body */
-      if (rs->bytes_in / 4 > (uint64_t)srv->cfg->max_body_bytes) return MHD_NO;
-      return MHD_YES;
-    }
+    /* A refused body is read and dropped (no memory held): libmicrohttpd
+     * 0.9 cannot queue a reply before the upload ends, and closing instead
+     * would leave the client without its 413. */
+    if (rs->reply_ready) return MHD_YES;
     if (rs->len + n > (size_t)srv->cfg->max_body_bytes) {
       free(rs->body);
       rs->body = NULL;
@@ -451,9 +476,30 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **state,
             toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (aborted)");
   free(rs->body);
   reply_free(&rs->reply);
+  if (rs->accepted) atomic_fetch_sub(&srv->accepted, 1);
   free(rs);
   metrics_inflight_add(-1);
-  atomic_fetch_sub(&srv->active, 1);
+}
+
+/* Percent-decoding of the path and query, as libmicrohttpd's own, except
+ * that %00 stays undecoded: a NUL would silently cut the path short
+ * ("/healthz%00junk" must not be "/healthz"). Returns the new length. */
+static size_t unescape(void *cls, struct MHD_Connection *c, char *s) {
+  (void)cls;
+  (void)c;
+  char *out = s;
+  for (const char *in = s; *in; in++) {
+    int hi, lo;
+    if (in[0] == '%' && (hi = hex_value(in[1])) >= 0 &&
+        (lo = hex_value(in[2])) >= 0 && (hi | lo) != 0) {
+      *out++ = (char)(hi * 16 + lo);
+      in += 2;
+    } else {
+      *out++ = *in;
+    }
+  }
+  *out = '\0';
+  return (size_t)(out - s);
 }
 
 /* ---- lifecycle ---- */
@@ -499,6 +545,7 @@ server_t *http_start(const config_t *cfg, pool_t *pool, char *err,
       {MHD_OPTION_PER_IP_CONNECTION_LIMIT, (intptr_t)cfg->per_ip_connections, NULL},
       {MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)cfg->connection_timeout_s, NULL},
       {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, srv},
+      {MHD_OPTION_UNESCAPE_CALLBACK, (intptr_t)unescape, NULL},
       {cfg->http_threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END,
        (intptr_t)cfg->http_threads, NULL},
       {MHD_OPTION_END, 0, NULL},
@@ -528,7 +575,7 @@ void http_begin_drain(server_t *srv) {
 int http_wait_idle(server_t *srv, double timeout_s) {
   struct timespec start;
   clock_gettime(CLOCK_MONOTONIC, &start);
-  while (atomic_load(&srv->active) > 0 || pool_inflight(srv->pool) > 0) {
+  while (atomic_load(&srv->accepted) > 0 || pool_inflight(srv->pool) > 0) {
     if (elapsed_s(&start) >= timeout_s) return -1;
     struct timespec tick = {0, 10 * 1000 * 1000};
     nanosleep(&tick, NULL);

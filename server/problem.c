@@ -3,6 +3,7 @@
 
 #include <jansson.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,31 @@ int reply_text(reply_t *r, int status, const char *content_type,
   return 0;
 }
 
+/* Makes s valid UTF-8 in place: a sequence cut at the end of the buffer is
+ * dropped and any other invalid byte becomes '?', so client bytes echoed in
+ * a message can never make the problem document unserializable. */
+static void utf8_sanitize(char *s) {
+  unsigned char *p = (unsigned char *)s;
+  while (*p) {
+    size_t len = *p < 0x80 ? 1 : (*p >> 5) == 0x6 ? 2 : (*p >> 4) == 0xE ? 3
+                 : (*p >> 3) == 0x1E ? 4 : 0;
+    size_t k = 1;
+    uint32_t cp = len == 2 ? (*p & 0x1Fu) : len == 3 ? (*p & 0x0Fu) : (*p & 0x07u);
+    while (k < len && (p[k] & 0xC0) == 0x80) cp = (cp << 6) | (p[k++] & 0x3Fu);
+    /* as jansson checks: no overlong forms, surrogates or > U+10FFFF */
+    int valid = len == 1 || (len == 2 && cp >= 0x80) ||
+                (len == 3 && cp >= 0x800 && (cp < 0xD800 || cp > 0xDFFF)) ||
+                (len == 4 && cp >= 0x10000 && cp <= 0x10FFFF);
+    if (len != 0 && k == len && valid) {
+      p += len;
+    } else if (len != 0 && p[k] == '\0') { /* cut short by truncation */
+      *p = '\0';
+    } else {
+      *p++ = '?';
+    }
+  }
+}
+
 int problem_set(problem_t *p, int status, const char *code, const char *field,
                 const char *fmt, ...) {
   if (p->status != 0) return -1;
@@ -39,6 +65,8 @@ int problem_set(problem_t *p, int status, const char *code, const char *field,
   va_start(ap, fmt);
   vsnprintf(p->detail, sizeof p->detail, fmt, ap);
   va_end(ap);
+  utf8_sanitize(p->field);
+  utf8_sanitize(p->detail);
   return -1;
 }
 

@@ -141,12 +141,6 @@ def test_drain_timeout_exits_nonzero(make_daemon):
     assert "drain timeout" in d.log()
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "known issue (timing-dependent, so it may XPASS): a client that "
-    "disconnects mid-upload is often noticed only at connection_timeout_s "
-    "(libmicrohttpd's edge-triggered epoll misses a FIN that arrives with "
-    "data), and http_wait_idle() counts it as in flight, so the drain runs "
-    "into drain_timeout_s and exits 1"))
 def test_drain_is_not_held_by_clients_gone_mid_upload(make_daemon):
     d = make_daemon("--drain-timeout-s", 2)
     for _ in range(10):

@@ -1,46 +1,36 @@
-"""Server bugs found by the black-box tests, each pinned by the behaviour the
-contract asks for. They are marked xfail (not strict) until fixed: an XPASS
-in the summary (`-rX`) means the fix landed and the marker can go."""
+"""Regressions: server bugs the black-box tests found, each pinned by the
+behaviour the contract asks for (valid problem bodies for any client bytes,
+long headers, 413 for oversized chunked bodies, %00 in paths)."""
 import pytest
 
 from normd_helpers import JSON, Response, assert_problem
 
-UTF8_REASON = (
-    "problem.c: json_pack() refuses a detail/field that is not valid UTF-8 "
-    "(client bytes echoed in the detail, or a multi-byte character cut by the "
-    "512-byte detail / 64-byte field buffers), and problem_reply() then sends "
-    "an empty application/problem+json body")
 
 
-@pytest.mark.xfail(strict=False, reason=UTF8_REASON)
 def test_problem_body_for_non_utf8_path(daemon):
     # curl -i 'http://127.0.0.1:8080/%ff'  -> 404 with Content-Length: 0
     r = daemon.get("/%ff")
     assert_problem(r, 404, "not_found")
 
 
-@pytest.mark.xfail(strict=False, reason=UTF8_REASON)
 def test_problem_body_for_long_utf8_path(daemon):
     # a valid UTF-8 path whose detail is truncated inside a character
     r = daemon.get("/" + "%C3%A9" * 300)
     assert_problem(r, 404, "not_found")
 
 
-@pytest.mark.xfail(strict=False, reason=UTF8_REASON)
 def test_problem_body_for_non_utf8_content_type(daemon):
     r = daemon.request("POST", "/v1/norm/layer", body=b'{"input": [1, 2]}',
                        headers={"Content-Type": "text/\xff"})
     assert_problem(r, 415, "unsupported_media_type")
 
 
-@pytest.mark.xfail(strict=False, reason=UTF8_REASON)
 def test_problem_body_for_non_utf8_accept(daemon):
     r = daemon.post_json("/v1/norm/layer", {"input": [1, 2]},
                          headers={"Accept": "text/\xe9"})
     assert_problem(r, 406, "not_acceptable")
 
 
-@pytest.mark.xfail(strict=False, reason=UTF8_REASON)
 def test_problem_for_long_multibyte_unknown_field(daemon):
     key = "x" + "\u00e9" * 400
     r = daemon.post_json("/v1/norm/layer", {"input": [1, 2], key: 1})
@@ -48,9 +38,6 @@ def test_problem_for_long_multibyte_unknown_field(daemon):
     assert key.startswith(doc["field"])
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "problem.c: the 64-byte field buffer cuts a multi-byte character, "
-    "json_string() fails and \"field\" silently disappears"))
 def test_problem_field_for_multibyte_unknown_field(daemon):
     key = "\u00e9" * 40  # 80 bytes of UTF-8
     r = daemon.post_json("/v1/norm/layer", {"input": [1, 2], key: 1})
@@ -58,9 +45,6 @@ def test_problem_field_for_multibyte_unknown_field(daemon):
     assert "field" in doc and key.startswith(doc["field"])
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "http.c: copy_header() truncates Accept (and Content-Type) to 255 bytes "
-    "in job_t, so an acceptable type late in a long Accept is lost -> 406"))
 def test_long_accept_header(daemon):
     accept = ", ".join("text/x-type-%d" % i for i in range(20)) + ", application/json"
     assert len(accept) > 300
@@ -69,10 +53,6 @@ def test_long_accept_header(daemon):
     assert r.status == 200, r
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "http.c: a chunked body past max_body_bytes is answered 413 only once it "
-    "has been read to the end, and past 4 x max_body_bytes the connection is "
-    "dropped without any answer (design: 413 as soon as it passes the limit)"))
 def test_413_for_chunked_body_far_over_the_limit(make_daemon):
     d = make_daemon("--max-body-bytes", 4096)
     body = [b'{"input": [1, 2, 3]'] + [b" " * 1000] * 64 + [b"}"]
@@ -90,9 +70,6 @@ def test_413_for_chunked_body_far_over_the_limit(make_daemon):
     assert_problem(r, 413, "body_too_large")
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "%00 in the path is unescaped to NUL and truncates the URL, so "
-    "/healthz%00junk routes to /healthz and /%00 serves the web page"))
 @pytest.mark.parametrize("path", ["/%00", "/healthz%00junk"])
 def test_nul_in_path_is_not_a_route(daemon, path):
     r = daemon.get(path)
