@@ -78,8 +78,8 @@ blackbox-test: $(NORMD)
 # pytest's summary line closes the run.
 test:
 	@scripts/install-deps.sh test
-	$(MAKE) unit-test
-	$(MAKE) blackbox-test
+	$(MAKE) --no-print-directory unit-test
+	$(MAKE) --no-print-directory blackbox-test
 
 # Throughput and latency against nginx serving the same bytes (prints a table).
 bench: $(NORMD)

@@ -25,7 +25,7 @@ typedef enum {
   FLD_INPUT, FLD_WEIGHT, FLD_BIAS, FLD_RUNNING_MEAN, FLD_RUNNING_VAR,
   FLD_EPS, FLD_NORMALIZED_SHAPE, FLD_AXIS, FLD_VARIANCE, FLD_EPS_PLACEMENT,
   FLD_NUM_GROUPS, FLD_MODE, FLD_MOMENTUM, FLD_NUM_BATCHES_TRACKED,
-  FLD_OUTPUT_DTYPE, FLD_RETURN, FLD_LAYOUT, FLD_PARTS,
+  FLD_OUTPUT_DTYPE, FLD_RETURN, FLD_LAYOUT, FLD_PARTS, FLD_MEAN, FLD_VAR,
 } field_id_t;
 
 static const struct {
@@ -38,6 +38,8 @@ static const struct {
     {"bias", FLD_BIAS, (1u << OP_LAYER) | F_CHANNEL_AFFINE},
     {"running_mean", FLD_RUNNING_MEAN, 1u << OP_BATCH},
     {"running_var", FLD_RUNNING_VAR, 1u << OP_BATCH},
+    {"mean", FLD_MEAN, 1u << OP_BATCH},
+    {"var", FLD_VAR, 1u << OP_BATCH},
     {"eps", FLD_EPS, F_NORMS},
     {"normalized_shape", FLD_NORMALIZED_SHAPE, F_TRAILING},
     {"axis", FLD_AXIS, F_TRAILING},
@@ -349,6 +351,7 @@ static int decode_parts(const json_t *v, const limits_t *lim, request_t *req,
 typedef struct {
   const json_t *normalized_shape, *axis;
   const json_t *output_dtype;
+  const json_t *mean, *var; /* batch norm, mode "given" */
 } deferred_t;
 
 static int decode_field(field_id_t id, const char *name, const json_t *v,
@@ -356,7 +359,7 @@ static int decode_field(field_id_t id, const char *name, const json_t *v,
                         problem_t *prob) {
   static const char *const variances[] = {"biased", "unbiased", NULL};
   static const char *const placements[] = {"inside_sqrt", "outside_sqrt", NULL};
-  static const char *const modes[] = {"train", "eval", NULL};
+  static const char *const modes[] = {"train", "eval", "given", NULL};
   static const char *const layouts[] = {"rows", "channels", NULL};
   double eps = 0;
   int64_t i64 = 0;
@@ -387,8 +390,12 @@ static int decode_field(field_id_t id, const char *name, const json_t *v,
     return 0;
   case FLD_MODE:
     if (get_choice(v, name, modes, &choice, prob) != 0) return -1;
-    req->batch.mode = (norm_mode_t)choice;
+    /* "given" normalizes with the caller's mean and var: eval's formula */
+    req->batch.mode = choice == 1 || choice == 2 ? NORM_EVAL : NORM_TRAIN;
+    req->batch_given = choice == 2;
     return 0;
+  case FLD_MEAN: later->mean = v; return 0;
+  case FLD_VAR: later->var = v; return 0;
   case FLD_LAYOUT:
     if (get_choice(v, name, layouts, &choice, prob) != 0) return -1;
     req->moments.layout = (norm_moments_layout_t)choice;
@@ -447,6 +454,29 @@ static int resolve_trailing(const deferred_t *later, request_t *req,
   req->layer.normalized_ndim = req->rms.normalized_ndim =
       req->moments.normalized_ndim = ndim;
   return 0;
+}
+
+/* Batch norm mode "given": mean and var (per channel) stand where eval's
+ * running statistics do, and nothing is updated. They belong to that mode
+ * only, and running stats do not mix with it. */
+static int resolve_given(const deferred_t *later, const limits_t *lim,
+                         request_t *req, problem_t *prob) {
+  if (!req->batch_given) {
+    if (later->mean || later->var)
+      return problem_set(prob, 422, "conflicting_fields",
+                         later->mean ? "mean" : "var",
+                         "mean and var are given with \"mode\": \"given\" only");
+    return 0;
+  }
+  if (req->running_mean.present || req->running_var.present)
+    return problem_set(prob, 422, "conflicting_fields", "running_mean",
+                       "mode \"given\" takes mean and var, not running stats");
+  if (later->mean == NULL || later->var == NULL)
+    return problem_set(prob, 422, "missing_field", later->mean ? "var" : "mean",
+                       "mode \"given\" needs both mean and var");
+  if (decode_tensor(later->mean, "mean", lim, &req->running_mean, prob) != 0)
+    return -1;
+  return decode_tensor(later->var, "var", lim, &req->running_var, prob);
 }
 
 static int json_decode(const char *body, size_t len, op_t op,
@@ -509,6 +539,7 @@ static int json_decode(const char *body, size_t len, op_t op,
                      "bfloat16");
     goto done;
   }
+  if ((rc = resolve_given(&later, lim, req, prob)) != 0) goto done;
   rc = resolve_trailing(&later, req, prob);
 done:
   json_decref(root);

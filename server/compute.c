@@ -159,7 +159,11 @@ int compute_run(request_t *req, result_t *res, problem_t *prob) {
     break;
   default: err = NORM_E_ARG; break;
   }
-  if (err != NORM_OK) return problem_from_norm(prob, err, field_of(err));
+  if (err != NORM_OK)
+    return problem_from_norm(prob, err,
+                             err == NORM_E_RUNNING && req->batch_given
+                                 ? "mean" /* the given statistics */
+                                 : field_of(err));
   metrics_add_elements(op_name(req->op), numel);
 
   if (req->ret & RET_OUTPUT_STATS) {

@@ -54,6 +54,7 @@ typedef struct {
   norm_rms_params_t rms;
   norm_batch_params_t batch;
   bool batch_momentum_null; /* momentum: null -> cumulative average */
+  bool batch_given;         /* mode "given": running_* hold the given mean/var */
   norm_group_params_t group;
   norm_instance_params_t instance;
   norm_moments_params_t moments;

@@ -155,6 +155,24 @@ START_TEST(test_batch_running) {
   ck_assert(tu_close(at(json_object_get(json_object_get(doc, "output"), "data"), 0), -0.5, 1e-7));
   ck_assert_ptr_null(json_object_get(doc, "running_mean"));
   json_decref(doc);
+
+  /* mode "given": the caller's mean and var, e.g. merged across shards */
+  doc = call(OP_BATCH, "{\"input\": [[1,2],[3,4]], \"mode\": \"given\","
+                       " \"mean\": [2,3], \"var\": [4,4], \"eps\": 0}", &status);
+  ck_assert_int_eq(status, 200);
+  ck_assert(tu_close(at(json_object_get(json_object_get(doc, "output"), "data"), 3), 0.5, 1e-7));
+  ck_assert(tu_close(at(json_object_get(json_object_get(doc, "stats"), "var"), 1), 4, 0));
+  ck_assert_ptr_null(json_object_get(doc, "running_mean"));
+  json_decref(doc);
+  expect_problem(OP_BATCH, "{\"input\": [[1,2],[3,4]], \"mode\": \"given\", \"mean\": [2,3]}",
+                 422, "missing_field", "var");
+  expect_problem(OP_BATCH, "{\"input\": [[1,2],[3,4]], \"var\": [2,3]}",
+                 422, "conflicting_fields", "var");
+  expect_problem(OP_BATCH, "{\"input\": [[1,2],[3,4]], \"mode\": \"given\", \"mean\": [2,3],"
+                 " \"var\": [1,1], \"running_mean\": [0,0], \"running_var\": [1,1]}",
+                 422, "conflicting_fields", "running_mean");
+  expect_problem(OP_BATCH, "{\"input\": [[1,2],[3,4]], \"mode\": \"given\", \"mean\": [2,3,4],"
+                 " \"var\": [1,1,1]}", 422, "running_stats_shape", "mean");
 }
 END_TEST
 
