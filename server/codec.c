@@ -6,7 +6,7 @@
 #include <string.h>
 #include <strings.h>
 
-static const codec_t *const codecs[] = {&codec_json};
+static const codec_t *const codecs[] = {&codec_json, &codec_framed, &codec_npy};
 enum { NCODECS = sizeof codecs / sizeof codecs[0] };
 
 /* Length of the media type at s, without parameters or surrounding space. */

@@ -1,626 +1,86 @@
-/* codec_json.c -- the JSON wire format: request bodies parsed with jansson
- * (duplicate keys rejected, nesting depth bounded before parsing), tensors
- * as {"shape","dtype","data"} or nested arrays, and responses written by
- * hand with exact shortest-round-trip numbers (fmt.h). Unknown fields are
- * errors so that typos like "epsilon" are caught. */
-#include <jansson.h>
+/* codec_json.c -- the /v1 JSON wire format and its binary framing.
+ *
+ * JSON: the body is one object of request fields (decode.c). Framed
+ * (application/octet-stream + Inference-Header-Content-Length: N, the
+ * KServe v2 binary data extension): the first N bytes are that JSON object,
+ * where any tensor may say "parameters": {"binary_data_size": bytes} instead
+ * of "data", and the raw little-endian tensors follow in header order.
+ * Responses are JSON, or framed when the request is framed, says
+ * "binary_data_output": true, or Accept asks for application/octet-stream:
+ * then output and running statistics travel as raw bytes and the small
+ * statistics stay JSON arrays. */
 #include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
-#include "buf.h"
 #include "codec.h"
-#include "fmt.h"
+#include "decode.h"
+#include "encode.h"
 
-/* ---- decoding ---------------------------------------------------------- */
-
-/* Which ops accept which top-level field. */
-#define F_NORMS ((1u << OP_LAYER) | (1u << OP_RMS) | (1u << OP_BATCH) | \
-                 (1u << OP_GROUP) | (1u << OP_INSTANCE))
-#define F_TRAILING ((1u << OP_LAYER) | (1u << OP_RMS) | (1u << OP_MOMENTS))
-#define F_CHANNEL_AFFINE ((1u << OP_BATCH) | (1u << OP_GROUP) | (1u << OP_INSTANCE))
-
-typedef enum {
-  FLD_INPUT, FLD_WEIGHT, FLD_BIAS, FLD_RUNNING_MEAN, FLD_RUNNING_VAR,
-  FLD_EPS, FLD_NORMALIZED_SHAPE, FLD_AXIS, FLD_VARIANCE, FLD_EPS_PLACEMENT,
-  FLD_NUM_GROUPS, FLD_MODE, FLD_MOMENTUM, FLD_NUM_BATCHES_TRACKED,
-  FLD_OUTPUT_DTYPE, FLD_RETURN, FLD_LAYOUT, FLD_PARTS, FLD_MEAN, FLD_VAR,
-} field_id_t;
-
-static const struct {
-  const char *name;
-  field_id_t id;
-  unsigned ops;
-} fields[] = {
-    {"input", FLD_INPUT, F_NORMS | (1u << OP_MOMENTS)},
-    {"weight", FLD_WEIGHT, F_NORMS},
-    {"bias", FLD_BIAS, (1u << OP_LAYER) | F_CHANNEL_AFFINE},
-    {"running_mean", FLD_RUNNING_MEAN, 1u << OP_BATCH},
-    {"running_var", FLD_RUNNING_VAR, 1u << OP_BATCH},
-    {"mean", FLD_MEAN, 1u << OP_BATCH},
-    {"var", FLD_VAR, 1u << OP_BATCH},
-    {"eps", FLD_EPS, F_NORMS},
-    {"normalized_shape", FLD_NORMALIZED_SHAPE, F_TRAILING},
-    {"axis", FLD_AXIS, F_TRAILING},
-    {"variance", FLD_VARIANCE, 1u << OP_LAYER},
-    {"eps_placement", FLD_EPS_PLACEMENT, 1u << OP_LAYER},
-    {"num_groups", FLD_NUM_GROUPS, 1u << OP_GROUP},
-    {"mode", FLD_MODE, 1u << OP_BATCH},
-    {"momentum", FLD_MOMENTUM, 1u << OP_BATCH},
-    {"num_batches_tracked", FLD_NUM_BATCHES_TRACKED, 1u << OP_BATCH},
-    {"output_dtype", FLD_OUTPUT_DTYPE, F_NORMS},
-    {"return", FLD_RETURN, F_NORMS},
-    {"layout", FLD_LAYOUT, 1u << OP_MOMENTS},
-    {"parts", FLD_PARTS, 1u << OP_MOMENTS_MERGE},
-};
-
-/* Deepest nesting of [ and { outside strings, stopping early past limit.
- * jansson has no depth option, so this guards its recursion. */
-static int nesting_exceeds(const char *s, size_t len, int limit) {
-  int depth = 0, in_string = 0;
-  for (size_t i = 0; i < len; i++) {
-    char c = s[i];
-    if (in_string) {
-      if (c == '\\') i++;
-      else if (c == '"') in_string = 0;
-    } else if (c == '"') {
-      in_string = 1;
-    } else if (c == '[' || c == '{') {
-      if (++depth > limit) return 1;
-    } else if (c == ']' || c == '}') {
-      depth--;
-    }
-  }
+/* Splits a body into JSON header and binary tail. */
+static int split_framed(const codec_input_t *in, decode_ctx_t *ctx,
+                        size_t *json_len, problem_t *prob) {
+  *json_len = in->len;
+  if (in->header_length < 0) return 0;
+  if ((uint64_t)in->header_length > in->len)
+    return problem_set(prob, 400, "binary_truncated", NULL,
+                       "Inference-Header-Content-Length is %lld but the body "
+                       "has %zu bytes", (long long)in->header_length, in->len);
+  *json_len = (size_t)in->header_length;
+  ctx->bin = in->body + *json_len;
+  ctx->bin_len = in->len - *json_len;
   return 0;
 }
 
-/* One element: a JSON number or a non-finite spelling. */
-static int number_value(const json_t *v, double *out) {
-  if (json_is_number(v)) {
-    *out = json_number_value(v);
-    return 0;
-  }
-  if (json_is_string(v) && fmt_parse_nonfinite(json_string_value(v), out))
-    return 0;
-  return -1;
-}
-
-static int alloc_tensor_data(req_tensor_t *out, const char *field,
-                             const limits_t *lim, size_t *numel,
-                             problem_t *prob) {
-  size_t nbytes;
-  int err = norm_tensor_check(&out->t, numel, &nbytes);
-  if (err != NORM_OK) return problem_from_norm(prob, err, field);
-  if (*numel > lim->max_elements)
-    return problem_set(prob, 413, "too_many_elements", field,
-                       "%s has %zu elements; the limit is %zu", field, *numel,
-                       lim->max_elements);
-  out->t.data = malloc(nbytes);
-  if (out->t.data == NULL)
-    return problem_set(prob, 500, "out_of_memory", field, "out of memory");
-  out->present = true;
-  return 0;
-}
-
-/* Nested arrays: infer the shape from the first element at each level. */
-static int nested_shape(const json_t *v, norm_tensor_t *t, const char *field,
-                        problem_t *prob) {
-  t->rank = 0;
-  while (json_is_array(v)) {
-    if (t->rank == NORM_MAX_RANK)
-      return problem_from_norm(prob, NORM_E_RANK, field);
-    t->shape[t->rank++] = (int64_t)json_array_size(v);
-    if (json_array_size(v) == 0) break;
-    v = json_array_get(v, 0);
-  }
-  return 0;
-}
-
-/* Copies nested arrays into t (row-major), checking every level has the
- * inferred length (ragged arrays are refused). */
-static int nested_fill(const json_t *v, norm_tensor_t *t, int dim, size_t *pos,
-                       const char *field, problem_t *prob) {
-  if (dim == t->rank) {
-    double d;
-    if (number_value(v, &d) != 0)
-      return problem_set(prob, 422, "bad_number", field,
-                         "%s: element %zu is not a number", field, *pos);
-    norm_tensor_set(t, (*pos)++, d);
-    return 0;
-  }
-  if (!json_is_array(v) || (int64_t)json_array_size(v) != t->shape[dim])
-    return problem_set(prob, 422, "ragged_tensor", field,
-                       "%s: nested arrays are ragged (expected %lld elements "
-                       "at depth %d)", field, (long long)t->shape[dim], dim);
-  for (size_t i = 0; i < json_array_size(v); i++)
-    if (nested_fill(json_array_get(v, i), t, dim + 1, pos, field, prob) != 0)
-      return -1;
-  return 0;
-}
-
-static int decode_tensor(const json_t *v, const char *field,
-                         const limits_t *lim, req_tensor_t *out,
-                         problem_t *prob) {
-  size_t numel, pos = 0;
-  out->t.dtype = NORM_F32;
-  if (json_is_array(v)) {
-    if (nested_shape(v, &out->t, field, prob) != 0) return -1;
-    if (alloc_tensor_data(out, field, lim, &numel, prob) != 0) return -1;
-    return nested_fill(v, &out->t, 0, &pos, field, prob);
-  }
-  if (!json_is_object(v))
-    return problem_set(prob, 422, "bad_tensor", field,
-                       "%s must be a tensor object {\"shape\", \"dtype\", "
-                       "\"data\"} or a nested array of numbers", field);
-  const char *key;
-  json_t *item;
-  json_object_foreach((json_t *)v, key, item) {
-    if (strcmp(key, "shape") && strcmp(key, "dtype") && strcmp(key, "data"))
-      return problem_set(prob, 422, "unknown_field", field,
-                         "%s: unknown tensor field \"%s\" (expected shape, "
-                         "dtype, data)", field, key);
-  }
-  const json_t *shape = json_object_get(v, "shape");
-  const json_t *dtype = json_object_get(v, "dtype");
-  const json_t *data = json_object_get(v, "data");
-  if (!json_is_array(shape) || !json_is_array(data))
-    return problem_set(prob, 422, "bad_tensor", field,
-                       "%s needs \"shape\" (array of integers) and \"data\" "
-                       "(flat array of numbers)", field);
-  if (dtype != NULL) {
-    if (!json_is_string(dtype) ||
-        norm_dtype_from_name(json_string_value(dtype), &out->t.dtype) != NORM_OK)
-      return problem_set(prob, 422, "unknown_dtype", field,
-                         "%s: dtype must be one of float32, float64, float16, "
-                         "bfloat16", field);
-  }
-  size_t rank = json_array_size(shape);
-  if (rank < 1 || rank > NORM_MAX_RANK)
-    return problem_from_norm(prob, NORM_E_RANK, field);
-  out->t.rank = (int)rank;
-  for (size_t i = 0; i < rank; i++) {
-    const json_t *d = json_array_get(shape, i);
-    if (!json_is_integer(d))
-      return problem_set(prob, 422, "bad_shape", field,
-                         "%s: shape[%zu] is not an integer", field, i);
-    out->t.shape[i] = json_integer_value(d);
-  }
-  if (alloc_tensor_data(out, field, lim, &numel, prob) != 0) return -1;
-  if (json_array_size(data) != numel)
-    return problem_set(prob, 422, "data_length", field,
-                       "%s: shape holds %zu elements but data has %zu", field,
-                       numel, json_array_size(data));
-  for (size_t i = 0; i < numel; i++) {
-    double d;
-    if (number_value(json_array_get(data, i), &d) != 0)
-      return problem_set(prob, 422, "bad_number", field,
-                         "%s: data[%zu] is not a number (non-finite values are "
-                         "written \"NaN\", \"Infinity\", \"-Infinity\")",
-                         field, i);
-    norm_tensor_set(&out->t, i, d);
-  }
-  return 0;
-}
-
-static int bad_field(problem_t *prob, const char *field, const char *what) {
-  return problem_set(prob, 422, "bad_field", field, "%s must be %s", field,
-                     what);
-}
-
-static int get_number(const json_t *v, const char *field, double *out,
-                      problem_t *prob) {
-  if (!json_is_number(v)) return bad_field(prob, field, "a number");
-  *out = json_number_value(v);
-  return 0;
-}
-
-static int get_integer(const json_t *v, const char *field, int64_t *out,
-                       problem_t *prob) {
-  if (!json_is_integer(v)) return bad_field(prob, field, "an integer");
-  *out = json_integer_value(v);
-  return 0;
-}
-
-/* A string that must be one of `choices` (NULL-terminated); index out. */
-static int get_choice(const json_t *v, const char *field,
-                      const char *const *choices, int *out, problem_t *prob) {
-  if (json_is_string(v))
-    for (int i = 0; choices[i]; i++)
-      if (strcmp(json_string_value(v), choices[i]) == 0) {
-        *out = i;
-        return 0;
-      }
-  char want[160] = "one of";
-  for (int i = 0; choices[i]; i++)
-    snprintf(want + strlen(want), sizeof want - strlen(want), "%s \"%s\"",
-             i ? "," : "", choices[i]);
-  return bad_field(prob, field, want);
-}
-
-static int decode_return(const json_t *v, unsigned *ret, problem_t *prob) {
-  static const char *const names[] = {"output", "stats", "output_stats",
-                                      "running_stats", NULL};
-  static const unsigned bits[] = {RET_OUTPUT, RET_STATS, RET_OUTPUT_STATS,
-                                  RET_RUNNING};
-  *ret = 0;
-  if (json_is_string(v)) {
-    int i = 0;
-    if (get_choice(v, "return", names, &i, prob) != 0) return -1;
-    *ret = bits[i];
-    return 0;
-  }
-  if (!json_is_array(v))
-    return bad_field(prob, "return", "a list of \"output\", \"stats\", "
-                                     "\"output_stats\", \"running_stats\"");
-  for (size_t k = 0; k < json_array_size(v); k++) {
-    int i = 0;
-    if (get_choice(json_array_get(v, k), "return", names, &i, prob) != 0)
-      return -1;
-    *ret |= bits[i];
-  }
-  return 0;
-}
-
-/* normalized_shape: an integer or a list of integers. */
-static int decode_normalized_shape(const json_t *v, int64_t *dims, int *n,
-                                   problem_t *prob) {
-  if (json_is_integer(v)) {
-    dims[0] = json_integer_value(v);
-    *n = 1;
-    return 0;
-  }
-  if (!json_is_array(v) || json_array_size(v) < 1 ||
-      json_array_size(v) > NORM_MAX_RANK)
-    return bad_field(prob, "normalized_shape",
-                     "an integer or a list of 1 to 8 integers");
-  *n = (int)json_array_size(v);
-  for (int i = 0; i < *n; i++) {
-    if (!json_is_integer(json_array_get(v, (size_t)i)))
-      return bad_field(prob, "normalized_shape", "a list of integers");
-    dims[i] = json_integer_value(json_array_get(v, (size_t)i));
-  }
-  return 0;
-}
-
-/* parts: [{"count": [...], "mean": [...], "m2": [...]}, ...], all of one
- * length. "shape" and "var" (as /v1/moments returns them) are allowed and
- * ignored, so a moments response can be passed back as a part. */
-static int decode_parts(const json_t *v, const limits_t *lim, request_t *req,
-                        problem_t *prob) {
-  if (!json_is_array(v) || json_array_size(v) == 0)
-    return bad_field(prob, "parts", "a non-empty list of partial moments");
-  size_t nparts = json_array_size(v);
-  const json_t *first = json_array_get(v, 0);
-  const json_t *c0 = json_is_object(first) ? json_object_get(first, "count") : NULL;
-  size_t ngroups = json_is_array(c0) ? json_array_size(c0) : 0;
-  if (ngroups == 0 || nparts > lim->max_elements / ngroups)
-    return problem_set(prob, 422, "bad_field", "parts",
-                       "parts: each part needs non-empty \"count\", \"mean\", "
-                       "\"m2\" lists (at most %zu values in all)",
-                       lim->max_elements);
-  req->parts = calloc(nparts * ngroups, sizeof *req->parts);
-  if (req->parts == NULL)
-    return problem_set(prob, 500, "out_of_memory", "parts", "out of memory");
-  req->nparts = nparts;
-  req->ngroups = ngroups;
-  for (size_t p = 0; p < nparts; p++) {
-    const json_t *part = json_array_get(v, p);
-    if (!json_is_object(part))
-      return bad_field(prob, "parts", "a list of objects");
-    const char *key;
-    json_t *item;
-    json_object_foreach((json_t *)part, key, item) {
-      if (strcmp(key, "count") && strcmp(key, "mean") && strcmp(key, "m2") &&
-          strcmp(key, "shape") && strcmp(key, "var"))
-        return problem_set(prob, 422, "unknown_field", "parts",
-                           "parts[%zu]: unknown field \"%s\"", p, key);
-    }
-    const char *names[] = {"count", "mean", "m2"};
-    for (int k = 0; k < 3; k++) {
-      const json_t *arr = json_object_get(part, names[k]);
-      if (!json_is_array(arr) || json_array_size(arr) != ngroups)
-        return problem_set(prob, 422, "bad_field", "parts",
-                           "parts[%zu].%s must be a list of %zu numbers", p,
-                           names[k], ngroups);
-      for (size_t g = 0; g < ngroups; g++) {
-        double d;
-        if (number_value(json_array_get(arr, g), &d) != 0)
-          return problem_set(prob, 422, "bad_number", "parts",
-                             "parts[%zu].%s[%zu] is not a number", p, names[k], g);
-        norm_moments_t *m = &req->parts[p * ngroups + g];
-        if (k == 0) m->count = d;
-        else if (k == 1) m->mean = d;
-        else m->m2 = d;
-      }
-    }
-    for (size_t g = 0; g < ngroups; g++) {
-      const norm_moments_t *m = &req->parts[p * ngroups + g];
-      if (!(m->count >= 0) || !isfinite(m->count) || m->count != floor(m->count) || !(m->m2 >= 0) ||
-          (m->count == 0 && (m->mean != 0 || m->m2 != 0)))
-        return problem_set(prob, 422, "bad_moments", "parts",
-                           "parts[%zu], group %zu: count must be a whole number "
-                           ">= 0 and m2 >= 0 (an empty part has mean 0 and m2 0)",
-                           p, g);
-    }
-  }
-  return 0;
-}
-
-/* Fields that need the input to resolve, kept until all fields are read. */
-typedef struct {
-  const json_t *normalized_shape, *axis;
-  const json_t *output_dtype;
-  const json_t *mean, *var; /* batch norm, mode "given" */
-} deferred_t;
-
-static int decode_field(field_id_t id, const char *name, const json_t *v,
-                        const limits_t *lim, request_t *req, deferred_t *later,
-                        problem_t *prob) {
-  static const char *const variances[] = {"biased", "unbiased", NULL};
-  static const char *const placements[] = {"inside_sqrt", "outside_sqrt", NULL};
-  static const char *const modes[] = {"train", "eval", "given", NULL};
-  static const char *const layouts[] = {"rows", "channels", NULL};
-  double eps = 0;
-  int64_t i64 = 0;
-  int choice = 0;
-  switch (id) {
-  case FLD_INPUT: return decode_tensor(v, name, lim, &req->input, prob);
-  case FLD_WEIGHT: return decode_tensor(v, name, lim, &req->weight, prob);
-  case FLD_BIAS: return decode_tensor(v, name, lim, &req->bias, prob);
-  case FLD_RUNNING_MEAN:
-    return decode_tensor(v, name, lim, &req->running_mean, prob);
-  case FLD_RUNNING_VAR:
-    return decode_tensor(v, name, lim, &req->running_var, prob);
-  case FLD_EPS:
-    if (get_number(v, name, &eps, prob) != 0) return -1;
-    req->layer.eps = req->rms.eps = req->batch.eps = req->group.eps =
-        req->instance.eps = eps;
-    return 0;
-  case FLD_NORMALIZED_SHAPE: later->normalized_shape = v; return 0;
-  case FLD_AXIS: later->axis = v; return 0;
-  case FLD_OUTPUT_DTYPE: later->output_dtype = v; return 0;
-  case FLD_VARIANCE:
-    if (get_choice(v, name, variances, &choice, prob) != 0) return -1;
-    req->layer.variance = (norm_variance_t)choice;
-    return 0;
-  case FLD_EPS_PLACEMENT:
-    if (get_choice(v, name, placements, &choice, prob) != 0) return -1;
-    req->layer.eps_placement = (norm_eps_placement_t)choice;
-    return 0;
-  case FLD_MODE:
-    if (get_choice(v, name, modes, &choice, prob) != 0) return -1;
-    /* "given" normalizes with the caller's mean and var: eval's formula */
-    req->batch.mode = choice == 1 || choice == 2 ? NORM_EVAL : NORM_TRAIN;
-    req->batch_given = choice == 2;
-    return 0;
-  case FLD_MEAN: later->mean = v; return 0;
-  case FLD_VAR: later->var = v; return 0;
-  case FLD_LAYOUT:
-    if (get_choice(v, name, layouts, &choice, prob) != 0) return -1;
-    req->moments.layout = (norm_moments_layout_t)choice;
-    return 0;
-  case FLD_NUM_GROUPS:
-    if (get_integer(v, name, &i64, prob) != 0) return -1;
-    req->group.num_groups = i64;
-    return 0;
-  case FLD_MOMENTUM:
-    if (json_is_null(v)) {
-      req->batch_momentum_null = true;
-      return 0;
-    }
-    return get_number(v, name, &req->batch.momentum, prob);
-  case FLD_NUM_BATCHES_TRACKED:
-    if (get_integer(v, name, &i64, prob) != 0) return -1;
-    if (i64 < 0 || i64 > INT64_MAX / 2)
-      return bad_field(prob, name, "an integer >= 0");
-    req->batch.num_batches_tracked = i64;
-    return 0;
-  case FLD_RETURN: return decode_return(v, &req->ret, prob);
-  case FLD_PARTS: return decode_parts(v, lim, req, prob);
-  }
-  return bad_field(prob, name, "known");
-}
-
-/* normalized_shape / axis against the input: the trailing dims to reduce. */
-static int resolve_trailing(const deferred_t *later, request_t *req,
-                            problem_t *prob) {
-  if (req->op != OP_LAYER && req->op != OP_RMS &&
-      !(req->op == OP_MOMENTS && req->moments.layout == NORM_MOMENTS_ROWS)) {
-    if (later->normalized_shape || later->axis)
-      return problem_set(prob, 422, "conflicting_fields",
-                         later->axis ? "axis" : "normalized_shape",
-                         "normalized_shape / axis apply to layout \"rows\" only");
-    return 0;
-  }
-  if (later->normalized_shape && later->axis)
-    return problem_set(prob, 422, "conflicting_fields", "axis",
-                       "give normalized_shape or axis, not both");
-  int ndim = 1, err = NORM_OK;
-  const norm_tensor_t *x = &req->input.t;
-  if (later->normalized_shape) {
-    int64_t dims[NORM_MAX_RANK];
-    int n = 0;
-    if (decode_normalized_shape(later->normalized_shape, dims, &n, prob) != 0)
-      return -1;
-    err = norm_ndim_from_shape(x, dims, n, &ndim);
-    if (err != NORM_OK) return problem_from_norm(prob, err, "normalized_shape");
-  } else if (later->axis) {
-    int64_t axis = 0;
-    if (get_integer(later->axis, "axis", &axis, prob) != 0) return -1;
-    err = norm_ndim_from_axis(x, axis, &ndim);
-    if (err != NORM_OK) return problem_from_norm(prob, err, "axis");
-  }
-  req->layer.normalized_ndim = req->rms.normalized_ndim =
-      req->moments.normalized_ndim = ndim;
-  return 0;
-}
-
-/* Batch norm mode "given": mean and var (per channel) stand where eval's
- * running statistics do, and nothing is updated. They belong to that mode
- * only, and running stats do not mix with it. */
-static int resolve_given(const deferred_t *later, const limits_t *lim,
-                         request_t *req, problem_t *prob) {
-  if (!req->batch_given) {
-    if (later->mean || later->var)
-      return problem_set(prob, 422, "conflicting_fields",
-                         later->mean ? "mean" : "var",
-                         "mean and var are given with \"mode\": \"given\" only");
-    return 0;
-  }
-  if (req->running_mean.present || req->running_var.present)
-    return problem_set(prob, 422, "conflicting_fields", "running_mean",
-                       "mode \"given\" takes mean and var, not running stats");
-  if (later->mean == NULL || later->var == NULL)
-    return problem_set(prob, 422, "missing_field", later->mean ? "var" : "mean",
-                       "mode \"given\" needs both mean and var");
-  if (decode_tensor(later->mean, "mean", lim, &req->running_mean, prob) != 0)
-    return -1;
-  return decode_tensor(later->var, "var", lim, &req->running_var, prob);
-}
-
-static int json_decode(const char *body, size_t len, op_t op,
-                       const limits_t *lim, request_t *req, problem_t *prob) {
-  if (nesting_exceeds(body, len, lim->max_depth))
-    return problem_set(prob, 400, "too_deep", NULL,
-                       "JSON nesting deeper than %d levels", lim->max_depth);
-  json_error_t jerr;
-  json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
-  if (root == NULL) {
-    int dup = json_error_code(&jerr) == json_error_duplicate_key;
-    return problem_set(prob, 400, dup ? "duplicate_key" : "malformed_json",
-                       NULL, "invalid JSON at line %d, column %d: %s",
-                       jerr.line, jerr.column, jerr.text);
-  }
-  int rc = 0;
-  deferred_t later = {0};
-  if (!json_is_object(root)) {
-    rc = problem_set(prob, 422, "not_an_object", NULL,
-                     "the request body must be a JSON object");
-    goto done;
-  }
-  const char *key;
-  json_t *value;
-  json_object_foreach(root, key, value) {
-    size_t f = 0;
-    while (f < sizeof fields / sizeof fields[0] &&
-           !(strcmp(fields[f].name, key) == 0 && (fields[f].ops & (1u << op))))
-      f++;
-    if (f == sizeof fields / sizeof fields[0]) {
-      rc = problem_set(prob, 422, "unknown_field", key,
-                       "unknown field \"%s\" for %s", key, op_name(op));
-      goto done;
-    }
-    if ((rc = decode_field(fields[f].id, key, value, lim, req, &later, prob)) != 0)
-      goto done;
-  }
-  if (op == OP_MOMENTS_MERGE) {
-    if (req->parts == NULL)
-      rc = problem_set(prob, 422, "missing_field", "parts",
-                       "\"parts\" is required");
-    goto done;
-  }
-  if (!req->input.present) {
-    rc = problem_set(prob, 422, "missing_field", "input", "\"input\" is required");
-    goto done;
-  }
-  if (op == OP_GROUP && json_object_get(root, "num_groups") == NULL) {
-    rc = problem_set(prob, 422, "missing_field", "num_groups",
-                     "\"num_groups\" is required for group norm");
-    goto done;
-  }
-  req->output_dtype = req->input.t.dtype;
-  if (later.output_dtype &&
-      (!json_is_string(later.output_dtype) ||
-       norm_dtype_from_name(json_string_value(later.output_dtype),
-                            &req->output_dtype) != NORM_OK)) {
-    rc = problem_set(prob, 422, "unknown_dtype", "output_dtype",
-                     "output_dtype must be one of float32, float64, float16, "
-                     "bfloat16");
-    goto done;
-  }
-  if ((rc = resolve_given(&later, lim, req, prob)) != 0) goto done;
-  rc = resolve_trailing(&later, req, prob);
-done:
+static int v1_decode(const codec_input_t *in, const limits_t *lim,
+                     request_t *req, problem_t *prob) {
+  decode_ctx_t ctx = {.lim = lim};
+  size_t json_len;
+  json_t *root;
+  if (split_framed(in, &ctx, &json_len, prob) != 0) return -1;
+  if (decode_json_root(in->body, json_len, lim, &root, prob) != 0) return -1;
+  int rc = decode_request(&ctx, root, in->op, req, prob);
   json_decref(root);
   return rc;
 }
 
-/* ---- encoding ---------------------------------------------------------- */
-
-/* Shortest text that reads back (strtod, then rounding to the half format
- * as the decoder does) to the same 16-bit value. */
-static int fmt_half(double v, norm_dtype_t dtype, char *out) {
-  for (int prec = 1; prec <= 9; prec++) {
-    snprintf(out, FMT_NUMBER_MAX, "%.*g", prec, v);
-    double back = strtod(out, NULL);
-    int same = dtype == NORM_F16
-                   ? norm_f16_from_double(back) == norm_f16_from_double(v)
-                   : norm_bf16_from_double(back) == norm_bf16_from_double(v);
-    if (same) break;
-  }
-  return (int)strlen(out);
+static int framed_decode(const codec_input_t *in, const limits_t *lim,
+                         request_t *req, problem_t *prob) {
+  if (in->header_length < 0)
+    return problem_set(prob, 400, "missing_header_length", NULL,
+                       "application/octet-stream bodies need the header "
+                       "Inference-Header-Content-Length (the size of the JSON "
+                       "header that starts the body)");
+  return v1_decode(in, lim, req, prob);
 }
 
-/* One number in the precision of dtype, non-finite values as strings. */
-static void put_number(buf_t *b, double v, norm_dtype_t dtype) {
-  char text[FMT_NUMBER_MAX];
-  int n = 0;
-  if (!isfinite(v)) {
-    buf_puts(b, isnan(v) ? "\"NaN\"" : v > 0 ? "\"Infinity\"" : "\"-Infinity\"");
-    return;
-  }
-  switch (dtype) {
-  case NORM_F64: n = fmt_double(v, text); break;
-  case NORM_F16:
-  case NORM_BF16: n = fmt_half(v, dtype, text); break;
-  default: n = fmt_float((float)v, text); break;
-  }
-  buf_append(b, text, (size_t)n);
-}
-
-static void put_shape(buf_t *b, int rank, const int64_t *shape) {
-  buf_putc(b, '[');
-  for (int i = 0; i < rank; i++)
-    buf_printf(b, "%s%lld", i ? "," : "", (long long)shape[i]);
-  buf_putc(b, ']');
-}
-
-static void put_array(buf_t *b, const double *v, size_t n, norm_dtype_t dtype) {
-  buf_putc(b, '[');
-  for (size_t i = 0; i < n; i++) {
-    if (i) buf_putc(b, ',');
-    put_number(b, v[i], dtype);
-  }
-  buf_putc(b, ']');
-}
-
-static void put_tensor(buf_t *b, const norm_tensor_t *t) {
-  size_t numel = 1;
-  for (int i = 0; i < t->rank; i++) numel *= (size_t)t->shape[i];
-  buf_reserve(b, numel * 12 + 64);
+/* A tensor as {"shape","dtype","data"} or, framed, with its bytes in tail. */
+static void put_tensor(buf_t *b, buf_t *tail, const norm_tensor_t *t) {
   buf_puts(b, "{\"shape\":");
-  put_shape(b, t->rank, t->shape);
-  buf_printf(b, ",\"dtype\":\"%s\",\"data\":[", norm_dtype_name(t->dtype));
-  for (size_t i = 0; i < numel; i++) {
-    if (i) buf_putc(b, ',');
-    put_number(b, norm_tensor_get(t, i), t->dtype);
+  encode_shape(b, t->rank, t->shape);
+  buf_printf(b, ",\"dtype\":\"%s\",", norm_dtype_name(t->dtype));
+  if (tail != NULL) {
+    size_t before = tail->len;
+    encode_tensor_bytes(tail, t);
+    buf_printf(b, "\"parameters\":{\"binary_data_size\":%zu}}", tail->len - before);
+  } else {
+    buf_puts(b, "\"data\":");
+    encode_tensor_data(b, t);
+    buf_putc(b, '}');
   }
-  buf_puts(b, "]}");
 }
 
-/* "name":[...] with a leading comma. */
+/* ,"name":[...] when v is there. */
 static void put_named(buf_t *b, const char *name, const double *v, size_t n,
                       norm_dtype_t dtype) {
   if (v == NULL) return;
   buf_printf(b, ",\"%s\":", name);
-  put_array(b, v, n, dtype);
+  encode_doubles(b, v, n, dtype);
 }
 
 static void put_moments(buf_t *b, const result_t *res) {
   size_t n = res->ngroups;
   buf_puts(b, "{\"shape\":");
-  put_shape(b, res->stats_rank, res->stats_shape);
+  encode_shape(b, res->stats_rank, res->stats_shape);
   const char *names[] = {"count", "mean", "m2", "var"};
   for (int k = 0; k < 4; k++) {
     buf_printf(b, ",\"%s\":[", names[k]);
@@ -629,73 +89,89 @@ static void put_moments(buf_t *b, const result_t *res) {
       double v = k == 0 ? m->count : k == 1 ? m->mean : k == 2 ? m->m2
                  : m->count > 0 ? m->m2 / m->count : NAN;
       if (g) buf_putc(b, ',');
-      put_number(b, v, NORM_F64);
+      encode_number(b, v, NORM_F64);
     }
     buf_putc(b, ']');
   }
   buf_putc(b, '}');
 }
 
-static int json_encode(const request_t *req, const result_t *res,
-                       reply_t *out, problem_t *prob) {
-  buf_t b;
+static void put_norm_result(buf_t *b, buf_t *tail, const request_t *req,
+                            const result_t *res) {
+  /* statistics in the precision of the input: float64 stays double */
+  norm_dtype_t sdt = req->input.t.dtype == NORM_F64 ? NORM_F64 : NORM_F32;
+  const char *sep = "";
+  buf_putc(b, '{');
+  if (req->ret & RET_OUTPUT) {
+    buf_puts(b, "\"output\":");
+    put_tensor(b, tail, &res->output);
+    sep = ",";
+  }
+  if (req->ret & RET_STATS) {
+    buf_printf(b, "%s\"stats\":{\"shape\":", sep);
+    encode_shape(b, res->stats_rank, res->stats_shape);
+    put_named(b, "mean", res->mean, res->ngroups, sdt);
+    put_named(b, "var", res->var, res->ngroups, sdt);
+    put_named(b, "rms", res->rms, res->ngroups, sdt);
+    put_named(b, "rstd", res->rstd, res->ngroups, sdt);
+    buf_putc(b, '}');
+    sep = ",";
+  }
+  if (req->ret & RET_OUTPUT_STATS) {
+    buf_printf(b, "%s\"output_stats\":{\"shape\":", sep);
+    encode_shape(b, res->stats_rank, res->stats_shape);
+    put_named(b, "mean", res->out_mean, res->ngroups, sdt);
+    put_named(b, "var", res->out_var, res->ngroups, sdt);
+    buf_putc(b, '}');
+    sep = ",";
+  }
+  if ((req->ret & RET_RUNNING) && req->op == OP_BATCH &&
+      req->batch.mode == NORM_TRAIN && req->running_mean.present) {
+    buf_printf(b, "%s\"running_mean\":", sep);
+    put_tensor(b, tail, &req->running_mean.t);
+    buf_puts(b, ",\"running_var\":");
+    put_tensor(b, tail, &req->running_var.t);
+    buf_printf(b, ",\"num_batches_tracked\":%lld",
+               (long long)req->batch.num_batches_tracked);
+  }
+  buf_putc(b, '}');
+}
+
+static int encode_v1(const request_t *req, const result_t *res, int binary,
+                     reply_t *out, problem_t *prob) {
+  buf_t b, tail;
   buf_init(&b);
+  buf_init(&tail);
   if (req->op == OP_MOMENTS || req->op == OP_MOMENTS_MERGE) {
     put_moments(&b, res);
+    binary = 0; /* nothing tensor-sized to frame */
   } else {
-    /* statistics in the precision of the input: float64 stays double */
-    norm_dtype_t sdt = req->input.t.dtype == NORM_F64 ? NORM_F64 : NORM_F32;
-    const char *sep = "";
-    buf_putc(&b, '{');
-    if (req->ret & RET_OUTPUT) {
-      buf_puts(&b, "\"output\":");
-      put_tensor(&b, &res->output);
-      sep = ",";
-    }
-    if (req->ret & RET_STATS) {
-      buf_printf(&b, "%s\"stats\":{\"shape\":", sep);
-      put_shape(&b, res->stats_rank, res->stats_shape);
-      put_named(&b, "mean", res->mean, res->ngroups, sdt);
-      put_named(&b, "var", res->var, res->ngroups, sdt);
-      put_named(&b, "rms", res->rms, res->ngroups, sdt);
-      put_named(&b, "rstd", res->rstd, res->ngroups, sdt);
-      buf_putc(&b, '}');
-      sep = ",";
-    }
-    if (req->ret & RET_OUTPUT_STATS) {
-      buf_printf(&b, "%s\"output_stats\":{\"shape\":", sep);
-      put_shape(&b, res->stats_rank, res->stats_shape);
-      put_named(&b, "mean", res->out_mean, res->ngroups, sdt);
-      put_named(&b, "var", res->out_var, res->ngroups, sdt);
-      buf_putc(&b, '}');
-      sep = ",";
-    }
-    if ((req->ret & RET_RUNNING) && req->op == OP_BATCH &&
-        req->batch.mode == NORM_TRAIN && req->running_mean.present) {
-      buf_printf(&b, "%s\"running_mean\":", sep);
-      put_tensor(&b, &req->running_mean.t);
-      buf_puts(&b, ",\"running_var\":");
-      put_tensor(&b, &req->running_var.t);
-      buf_printf(&b, ",\"num_batches_tracked\":%lld",
-                 (long long)req->batch.num_batches_tracked);
-    }
-    buf_putc(&b, '}');
+    put_norm_result(&b, binary ? &tail : NULL, req, res);
   }
-  size_t len;
-  char *body = buf_steal(&b, &len);
-  if (body == NULL)
-    return problem_set(prob, 500, "out_of_memory", NULL, "out of memory");
-  reply_free(out);
-  out->status = 200;
-  out->content_type = "application/json";
-  out->body = body;
-  out->len = len;
-  return 0;
+  if (!binary) buf_free(&tail);
+  return encode_finish(&b, binary ? &tail : NULL, out, prob);
+}
+
+static int json_encode(const request_t *req, const result_t *res, reply_t *out,
+                       problem_t *prob) {
+  return encode_v1(req, res, req->binary_output, out, prob);
+}
+
+static int framed_encode(const request_t *req, const result_t *res,
+                         reply_t *out, problem_t *prob) {
+  return encode_v1(req, res, 1, out, prob);
 }
 
 const codec_t codec_json = {
     .name = "json",
     .media_type = "application/json",
-    .decode = json_decode,
+    .decode = v1_decode,
     .encode = json_encode,
+};
+
+const codec_t codec_framed = {
+    .name = "framed",
+    .media_type = "application/octet-stream",
+    .decode = framed_decode,
+    .encode = framed_encode,
 };

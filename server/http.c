@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "buf.h"
+#include "kserve.h"
 #include "log.h"
 #include "metrics.h"
 #include "norm.h"
@@ -47,7 +48,8 @@ struct server {
 typedef struct {
   server_t *srv;
   struct MHD_Connection *mhd_conn;
-  const route_t *route;
+  const route_t *route; /* NULL: no such path */
+  route_match_t match;
   char method[16];
   char path[128];
   struct timespec start;
@@ -71,8 +73,12 @@ typedef struct {
   char *body;
   size_t len;
   op_t op;
+  int kserve;
   char *content_type; /* copies of the headers, NULL when absent */
   char *accept;
+  char *header_length;
+  query_param_t *query; /* copies of the query parameters */
+  size_t nquery;
   limits_t limits;
   reply_t reply;
 } job_t;
@@ -102,7 +108,8 @@ static void problem_now(request_state_t *rs, int status, const char *code,
   problem_t p;
   memset(&p, 0, sizeof p);
   problem_set(&p, status, code, NULL, fmt, arg);
-  problem_reply(&p, &rs->reply);
+  if (rs->route && rs->route->kserve) problem_reply_kserve(&p, &rs->reply);
+  else problem_reply(&p, &rs->reply);
   rs->reply_ready = 1;
 }
 
@@ -160,6 +167,11 @@ static enum MHD_Result send_reply(request_state_t *rs) {
   }
   if (r->allow) MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, r->allow);
   if (r->close) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+  if (r->header_length > 0) {
+    char n[24];
+    snprintf(n, sizeof n, "%lld", (long long)r->header_length);
+    MHD_add_response_header(resp, "Inference-Header-Content-Length", n);
+  }
   add_cors(rs, resp);
   rs->status_sent = r->status;
   rs->bytes_out = r->len;
@@ -205,7 +217,8 @@ static void info_reply(request_state_t *rs) {
   for (int d = 0; d < NORM_DTYPE_COUNT; d++)
     buf_printf(&b, "%s\"%s\"", d ? "," : "", norm_dtype_name((norm_dtype_t)d));
   buf_puts(&b, "],\"norms\":[\"layer\",\"rms\",\"batch\",\"group\",\"instance\"],"
-               "\"content_types\":[\"application/json\"],\"routes\":[");
+               "\"content_types\":[\"application/json\",\"application/octet-stream\","
+               "\"application/x-npy\"],\"routes\":[");
   for (size_t i = 0; i < router_count; i++)
     buf_printf(&b, "%s{\"path\":\"%s\",\"methods\":\"%s\"}", i ? "," : "",
                router_routes[i].path, router_routes[i].allow);
@@ -220,6 +233,41 @@ static void info_reply(request_state_t *rs) {
   rs->reply = (reply_t){.status = 200, .content_type = "application/json",
                         .body = body, .len = len};
   rs->reply_ready = 1;
+}
+
+/* A 200 JSON reply written by fill(). */
+static void json_reply(request_state_t *rs,
+                       void (*fill)(const request_state_t *, buf_t *)) {
+  buf_t b;
+  buf_init(&b);
+  fill(rs, &b);
+  size_t len;
+  char *body = buf_steal(&b, &len);
+  if (body == NULL) {
+    problem_now(rs, 500, "out_of_memory", "%s", "out of memory");
+    return;
+  }
+  reply_free(&rs->reply);
+  rs->reply = (reply_t){.status = 200, .content_type = "application/json",
+                        .body = body, .len = len};
+  rs->reply_ready = 1;
+}
+
+/* KServe v2 health: the status is the answer, the body is empty. */
+static void empty_reply(request_state_t *rs, int status) {
+  reply_free(&rs->reply);
+  rs->reply = (reply_t){.status = status};
+  rs->reply_ready = 1;
+}
+
+static void kserve_server_metadata(const request_state_t *rs, buf_t *b) {
+  (void)rs;
+  buf_printf(b, "{\"name\":\"normd\",\"version\":\"%s\","
+                "\"extensions\":[\"binary_tensor_data\"]}", NORMD_VERSION);
+}
+
+static void model_metadata(const request_state_t *rs, buf_t *b) {
+  kserve_model_metadata(rs->match.op, b);
 }
 
 static void get_reply(request_state_t *rs) {
@@ -260,6 +308,13 @@ static void get_reply(request_state_t *rs) {
     snprintf(path, sizeof path, "%s/index.html", srv->cfg->web_root);
     read_file_reply(rs, path, "text/html; charset=utf-8");
     break;
+  case H_V2_SERVER: json_reply(rs, kserve_server_metadata); break;
+  case H_V2_LIVE: empty_reply(rs, 200); break;
+  case H_V2_READY:
+  case H_V2_MODEL_READY: /* every model is loaded while the server is up */
+    empty_reply(rs, atomic_load(&srv->draining) ? 503 : 200);
+    break;
+  case H_V2_MODEL: json_reply(rs, model_metadata); break;
   case H_COMPUTE: break; /* not a GET route */
   }
 }
@@ -276,10 +331,25 @@ static void job_run(pool_job_t *base) {
   job_t *job = (job_t *)base;
   service_input_t in = {
       .op = job->op, .body = job->body, .len = job->len,
-      .content_type = job->content_type, .accept = job->accept};
+      .content_type = job->content_type, .accept = job->accept,
+      .header_length = job->header_length, .query = job->query,
+      .nquery = job->nquery, .kserve = job->kserve};
   service_handle(&in, &job->limits, &job->reply);
   free(job->body);
   job->body = NULL;
+}
+
+static void job_free(job_t *job) {
+  free(job->content_type);
+  free(job->accept);
+  free(job->header_length);
+  for (size_t i = 0; i < job->nquery; i++) {
+    free((char *)job->query[i].key);
+    free((char *)job->query[i].value);
+  }
+  free(job->query);
+  free(job->body);
+  free(job);
 }
 
 static void job_done(pool_job_t *base) {
@@ -289,9 +359,7 @@ static void job_done(pool_job_t *base) {
   rs->reply = job->reply;
   rs->reply_ready = 1;
   struct MHD_Connection *c = rs->mhd_conn;
-  free(job->content_type);
-  free(job->accept);
-  free(job);
+  job_free(job);
   MHD_resume_connection(c);
 }
 
@@ -299,6 +367,34 @@ static void job_done(pool_job_t *base) {
 static int copy_header(char **dst, const char *value) {
   *dst = value ? strdup(value) : NULL;
   return (value != NULL && *dst == NULL) ? -1 : 0;
+}
+
+enum { MAX_QUERY_PARAMS = 64 };
+
+/* MHD iterator: copies each query parameter into the job (values already
+ * percent-decoded). Stops, leaving nquery past the limit, when there are
+ * too many; a failed copy leaves a NULL key. */
+static enum MHD_Result collect_query(void *cls, enum MHD_ValueKind kind,
+                                     const char *key, const char *value) {
+  (void)kind;
+  job_t *job = cls;
+  if (job->nquery == MAX_QUERY_PARAMS) {
+    job->nquery++;
+    return MHD_NO;
+  }
+  query_param_t *q = &job->query[job->nquery++];
+  q->key = strdup(key);
+  q->value = value ? strdup(value) : NULL;
+  return (q->key && (value == NULL || q->value)) ? MHD_YES : MHD_NO;
+}
+
+static int copy_query(job_t *job, struct MHD_Connection *c) {
+  job->query = calloc(MAX_QUERY_PARAMS + 1, sizeof *job->query);
+  if (job->query == NULL) return -1;
+  MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, collect_query, job);
+  for (size_t i = 0; i < job->nquery && i < MAX_QUERY_PARAMS; i++)
+    if (job->query[i].key == NULL) return -1;
+  return 0;
 }
 
 /* Body complete: hand it to the pool, or answer 503 at once. */
@@ -323,15 +419,25 @@ static enum MHD_Result submit_compute(request_state_t *rs) {
     return send_reply(rs);
   }
   job_t *job = calloc(1, sizeof *job);
+  struct MHD_Connection *c = rs->mhd_conn;
   if (job == NULL ||
-      copy_header(&job->content_type,
-                  header(rs->mhd_conn, MHD_HTTP_HEADER_CONTENT_TYPE)) != 0 ||
-      copy_header(&job->accept, header(rs->mhd_conn, MHD_HTTP_HEADER_ACCEPT)) != 0)
+      copy_header(&job->content_type, header(c, MHD_HTTP_HEADER_CONTENT_TYPE)) != 0 ||
+      copy_header(&job->accept, header(c, MHD_HTTP_HEADER_ACCEPT)) != 0 ||
+      copy_header(&job->header_length, header(c, "Inference-Header-Content-Length")) != 0 ||
+      copy_query(job, c) != 0)
     goto err;
+  if (job->nquery > MAX_QUERY_PARAMS) {
+    job_free(job);
+    pool_release(srv->pool);
+    problem_now(rs, 400, "too_many_parameters",
+                "more than %s query parameters", "64");
+    return send_reply(rs);
+  }
   job->base.run = job_run;
   job->base.done = job_done;
   job->rs = rs;
-  job->op = rs->route->op;
+  job->op = rs->match.op;
+  job->kserve = rs->route->kserve;
   job->limits = srv->limits;
   job->body = rs->body; /* moves */
   job->len = rs->len;
@@ -341,10 +447,7 @@ static enum MHD_Result submit_compute(request_state_t *rs) {
   return MHD_YES;
 
 err:
-  if (job) {
-    free(job->content_type);
-    free(job);
-  }
+  if (job) job_free(job);
   pool_release(srv->pool);
   problem_now(rs, 500, "out_of_memory", "%s", "out of memory");
   return send_reply(rs);
@@ -377,9 +480,18 @@ static void too_large(request_state_t *rs) {
  * Content-Length, 503 while draining, GET routes). */
 static void first_call(request_state_t *rs, const char *url, const char *method) {
   server_t *srv = rs->srv;
-  rs->route = router_match(url);
+  router_match(url, &rs->match);
+  rs->route = rs->match.route;
   if (rs->route == NULL) {
     problem_now(rs, 404, "not_found", "no route %s; see GET /v1/info", url);
+    return;
+  }
+  if (rs->route->kserve && strstr(rs->route->path, "{model}") &&
+      !rs->match.model_known) {
+    problem_now(rs, 404, "unknown_model",
+                "unknown model or version: \"%s\" (models: layer_norm, "
+                "rms_norm, batch_norm, group_norm, instance_norm; version 1)",
+                rs->match.model);
     return;
   }
   if (!router_allows(rs->route, method)) {

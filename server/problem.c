@@ -115,3 +115,16 @@ void problem_reply(const problem_t *p, reply_t *r) {
     r->len = strlen(text);
   }
 }
+
+void problem_reply_kserve(const problem_t *p, reply_t *r) {
+  json_t *doc = json_pack("{s:s}", "error", p->detail);
+  char *text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+  json_decref(doc);
+  reply_free(r);
+  r->status = p->status ? p->status : 500;
+  r->content_type = "application/json";
+  if (text) {
+    r->body = text;
+    r->len = strlen(text);
+  }
+}

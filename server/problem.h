@@ -27,6 +27,10 @@ int problem_from_norm(problem_t *p, int norm_err, const char *field);
  * leaves a bodyless reply with the problem's status. */
 void problem_reply(const problem_t *p, reply_t *r);
 
+/* The same problem in the KServe v2 protocol's form: {"error": detail}
+ * with the problem's status. */
+void problem_reply_kserve(const problem_t *p, reply_t *r);
+
 /* The reason phrase for a status ("Unprocessable Content"). */
 const char *problem_title(int status);
 

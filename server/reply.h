@@ -5,6 +5,7 @@
 #define NORMD_REPLY_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct {
   int status;
@@ -14,6 +15,8 @@ typedef struct {
   int retry_after_s;        /* > 0: send Retry-After */
   const char *allow;        /* non-NULL: send Allow (405) */
   int close;                /* ask the client to close the connection */
+  int64_t header_length;    /* > 0: Inference-Header-Content-Length (binary
+                               framing: the JSON header's size in body) */
 } reply_t;
 
 void reply_free(reply_t *r);

@@ -41,6 +41,8 @@ void request_free(request_t *req) {
   }
   free(req->parts);
   req->parts = NULL;
+  free(req->v2_id);
+  req->v2_id = NULL;
 }
 
 void result_free(result_t *res) {

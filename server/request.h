@@ -29,6 +29,17 @@ enum {
   RET_RUNNING = 1u << 3,      /* updated running stats (batch, train) */
 };
 
+/* KServe v2 output names, as bits. */
+enum {
+  V2_OUT_OUTPUT = 1u << 0,
+  V2_OUT_MEAN = 1u << 1,
+  V2_OUT_VAR = 1u << 2,
+  V2_OUT_RSTD = 1u << 3,
+  V2_OUT_RMS = 1u << 4,
+  V2_OUT_RUNNING_MEAN = 1u << 5,
+  V2_OUT_RUNNING_VAR = 1u << 6,
+};
+
 /* Limits the decoder enforces before allocating. */
 typedef struct {
   size_t max_elements; /* per tensor */
@@ -55,6 +66,11 @@ typedef struct {
   norm_batch_params_t batch;
   bool batch_momentum_null; /* momentum: null -> cumulative average */
   bool batch_given;         /* mode "given": running_* hold the given mean/var */
+  bool binary_output;       /* answer with the binary framing */
+  /* KServe v2: the request id to echo, and which outputs to return
+   * (V2_OUT_* bits) and which of them as binary data. */
+  char *v2_id;
+  unsigned v2_outputs, v2_binary;
   norm_group_params_t group;
   norm_instance_params_t instance;
   norm_moments_params_t moments;

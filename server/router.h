@@ -1,5 +1,6 @@
 /* router.h -- the route table: every path normd serves, its methods, and
- * what answers it. Routes are also the label set of the request metrics. */
+ * what answers it. Routes are also the label set of the request metrics
+ * (templates such as /v2/models/{model}/infer keep the label set bounded). */
 #ifndef NORMD_ROUTER_H
 #define NORMD_ROUTER_H
 
@@ -15,20 +16,36 @@ typedef enum {
   H_INFO,
   H_OPENAPI,
   H_WEB,
+  H_V2_SERVER,      /* GET /v2: server metadata */
+  H_V2_LIVE,        /* GET /v2/health/live */
+  H_V2_READY,       /* GET /v2/health/ready */
+  H_V2_MODEL,       /* GET /v2/models/{model}: model metadata */
+  H_V2_MODEL_READY, /* GET /v2/models/{model}/ready */
 } handler_t;
 
 typedef struct {
-  const char *path;
+  const char *path;  /* exact path, or a template with {model} */
   const char *allow; /* value of the Allow header */
   handler_t handler;
-  op_t op; /* H_COMPUTE only */
+  op_t op;    /* H_COMPUTE on /v1 */
+  int kserve; /* a /v2 route: errors as {"error": ...} */
 } route_t;
+
+/* A matched request path: the route, and for /v2/models/{model}/... the
+ * model's op (model_known is 0 for an unknown model name: 404). */
+typedef struct {
+  const route_t *route;
+  op_t op;
+  int model_known;
+  char model[64];
+} route_match_t;
 
 extern const route_t router_routes[];
 extern const size_t router_count;
 
-/* The route for an exact path (query string excluded), or NULL. */
-const route_t *router_match(const char *path);
+/* Fills *m for a path (query string excluded); m->route is NULL when no
+ * route has this path. */
+void router_match(const char *path, route_match_t *m);
 /* Whether the route takes this method (HEAD where GET is; OPTIONS always). */
 int router_allows(const route_t *r, const char *method);
 /* Index of r in router_routes (router_count for NULL: "other"). */

@@ -1,10 +1,50 @@
 /* service.c -- bytes in, reply out: negotiation, decode, compute, encode. */
 #include "service.h"
 
+#include <stdlib.h>
 #include <string.h>
 
-#include "codec.h"
 #include "compute.h"
+
+/* Inference-Header-Content-Length: a plain decimal, or -1 when absent. */
+static int parse_header_length(const char *text, int64_t *out,
+                               problem_t *prob) {
+  *out = -1;
+  if (text == NULL) return 0;
+  char *end;
+  if (text[0] < '0' || text[0] > '9' ||
+      (*out = (int64_t)strtoll(text, &end, 10)) < 0 || *end != '\0')
+    return problem_set(prob, 400, "bad_header_length", NULL,
+                       "Inference-Header-Content-Length must be a byte count");
+  return 0;
+}
+
+/* The decoder and encoder for this request, or a 415 / 406 problem. */
+static int negotiate(const service_input_t *in, const codec_t **decoder,
+                     const codec_t **encoder, problem_t *prob) {
+  if (in->kserve) {
+    const codec_t *c = codec_for_content_type(in->content_type);
+    if (c != &codec_json && c != &codec_framed)
+      return problem_set(prob, 415, "unsupported_media_type", NULL,
+                         "v2 inference takes application/json or "
+                         "application/octet-stream");
+    *decoder = *encoder = &codec_kserve;
+    return 0;
+  }
+  *decoder = codec_for_content_type(in->content_type);
+  if (*decoder == NULL)
+    return problem_set(prob, 415, "unsupported_media_type", NULL,
+                       "Content-Type %s is not supported; send "
+                       "application/json, application/octet-stream (binary "
+                       "framing) or application/x-npy", in->content_type);
+  *encoder = codec_for_accept(in->accept, *decoder);
+  if (*encoder == NULL)
+    return problem_set(prob, 406, "not_acceptable", NULL,
+                       "cannot answer with any type in Accept: %s; normd "
+                       "answers application/json, application/octet-stream "
+                       "or application/x-npy", in->accept);
+  return 0;
+}
 
 void service_handle(const service_input_t *in, const limits_t *lim,
                     reply_t *out) {
@@ -16,21 +56,18 @@ void service_handle(const service_input_t *in, const limits_t *lim,
   request_init(&req, in->op);
   memset(&res, 0, sizeof res);
 
-  const codec_t *decoder = codec_for_content_type(in->content_type);
-  const codec_t *encoder = decoder ? codec_for_accept(in->accept, decoder) : NULL;
-  if (decoder == NULL) {
-    problem_set(&prob, 415, "unsupported_media_type", NULL,
-                "Content-Type %s is not supported; send application/json",
-                in->content_type);
-  } else if (encoder == NULL) {
-    problem_set(&prob, 406, "not_acceptable", NULL,
-                "cannot answer with any type in Accept: %s; normd answers "
-                "application/json", in->accept);
-  } else if (decoder->decode(in->body, in->len, in->op, lim, &req, &prob) == 0 &&
-             compute_run(&req, &res, &prob) == 0) {
+  const codec_t *decoder = NULL, *encoder = NULL;
+  codec_input_t msg = {.op = in->op, .body = in->body, .len = in->len,
+                       .query = in->query, .nquery = in->nquery};
+  if (parse_header_length(in->header_length, &msg.header_length, &prob) == 0 &&
+      negotiate(in, &decoder, &encoder, &prob) == 0 &&
+      decoder->decode(&msg, lim, &req, &prob) == 0 &&
+      compute_run(&req, &res, &prob) == 0)
     encoder->encode(&req, &res, out, &prob);
+  if (prob.status != 0) {
+    if (in->kserve) problem_reply_kserve(&prob, out);
+    else problem_reply(&prob, out);
   }
-  if (prob.status != 0) problem_reply(&prob, out);
   result_free(&res);
   request_free(&req);
 }

@@ -1,5 +1,5 @@
 /* service.h -- the whole compute path without sockets: content negotiation,
- * decode, compute, encode, and every failure as a problem reply. It runs on
+ * decode, compute, encode, and every failure as an error reply. It runs on
  * a worker thread for the daemon and is called directly by in-process tests
  * (and fuzzers). Thread-safe: no shared state but the metrics. */
 #ifndef NORMD_SERVICE_H
@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 
+#include "codec.h"
 #include "reply.h"
 #include "request.h"
 
@@ -14,11 +15,15 @@ typedef struct {
   op_t op;
   const char *body; /* need not be NUL-terminated */
   size_t len;
-  const char *content_type; /* header value or NULL */
-  const char *accept;       /* header value or NULL */
+  const char *content_type;  /* header values, or NULL when absent */
+  const char *accept;
+  const char *header_length; /* Inference-Header-Content-Length */
+  const query_param_t *query;
+  size_t nquery;
+  int kserve; /* a /v2 route: KServe v2 protocol, {"error": ...} errors */
 } service_input_t;
 
-/* Always fills *out (a 200 result or a problem); the caller frees it with
+/* Always fills *out (a 200 result or an error); the caller frees it with
  * reply_free. */
 void service_handle(const service_input_t *in, const limits_t *lim,
                     reply_t *out);

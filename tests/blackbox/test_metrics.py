@@ -9,7 +9,9 @@ import pytest
 from normd_helpers import wait_until
 
 PROMTOOL = "/usr/bin/promtool"
-SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (\S+)$")
+# label values may hold any character ("{" and "}" in route templates);
+# quotes and backslashes inside them are escaped
+SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(?:[^"}]|"(?:[^"\\]|\\.)*")*\})? (\S+)$')
 
 
 def parse(text):

@@ -1,0 +1,303 @@
+/* codec_kserve.c -- the KServe v2 / Open Inference Protocol: models
+ * layer_norm, rms_norm, batch_norm, group_norm, instance_norm.
+ *
+ * A v2 inference request names its tensors ("inputs": input, weight, bias,
+ * running_mean, running_var, and mean/var for batch mode "given") and puts
+ * the scalar settings in "parameters" (eps, normalized_shape, num_groups,
+ * mode, ...). It is translated into the /v1 field object and decoded by
+ * decode.c, so both protocols validate alike. Tensors may be JSON data
+ * (flat or nested) or binary (binary data extension: "parameters":
+ * {"binary_data_size": n} and the bytes after the JSON header). Outputs:
+ * output, mean, var, rstd (rms and rstd for rms_norm), running_mean and
+ * running_var; the request's "outputs" list chooses them and which come back
+ * as binary data ("parameters": {"binary_data": true}, or the request
+ * parameter "binary_data_output": true for all). */
+#include <string.h>
+
+#include "codec.h"
+#include "decode.h"
+#include "encode.h"
+#include "kserve.h"
+
+static const struct {
+  const char *model;
+  op_t op;
+} models[] = {
+    {"layer_norm", OP_LAYER},   {"rms_norm", OP_RMS},
+    {"batch_norm", OP_BATCH},   {"group_norm", OP_GROUP},
+    {"instance_norm", OP_INSTANCE},
+};
+
+static const struct {
+  const char *v2;
+  norm_dtype_t dtype;
+} datatypes[] = {
+    {"FP32", NORM_F32}, {"FP64", NORM_F64}, {"FP16", NORM_F16}, {"BF16", NORM_BF16},
+};
+
+static const struct {
+  const char *name;
+  unsigned bit;
+} output_names[] = {
+    {"output", V2_OUT_OUTPUT},           {"mean", V2_OUT_MEAN},
+    {"var", V2_OUT_VAR},                 {"rstd", V2_OUT_RSTD},
+    {"rms", V2_OUT_RMS},                 {"running_mean", V2_OUT_RUNNING_MEAN},
+    {"running_var", V2_OUT_RUNNING_VAR},
+};
+
+int kserve_model_op(const char *model, op_t *op) {
+  for (size_t i = 0; i < sizeof models / sizeof models[0]; i++)
+    if (strcmp(models[i].model, model) == 0) {
+      *op = models[i].op;
+      return 0;
+    }
+  return -1;
+}
+
+const char *kserve_model_name(op_t op) {
+  for (size_t i = 0; i < sizeof models / sizeof models[0]; i++)
+    if (models[i].op == op) return models[i].model;
+  return "unknown";
+}
+
+static const char *v2_datatype(norm_dtype_t dtype) {
+  for (size_t i = 0; i < sizeof datatypes / sizeof datatypes[0]; i++)
+    if (datatypes[i].dtype == dtype) return datatypes[i].v2;
+  return "FP32";
+}
+
+/* The outputs an op can return. */
+static unsigned outputs_of(op_t op, const request_t *req) {
+  if (op == OP_RMS) return V2_OUT_OUTPUT | V2_OUT_RMS | V2_OUT_RSTD;
+  unsigned all = V2_OUT_OUTPUT | V2_OUT_MEAN | V2_OUT_VAR | V2_OUT_RSTD;
+  if (op == OP_BATCH && req != NULL && req->batch.mode == NORM_TRAIN &&
+      req->running_mean.present)
+    all |= V2_OUT_RUNNING_MEAN | V2_OUT_RUNNING_VAR;
+  return all;
+}
+
+/* ---- decoding: v2 request -> /v1 field object ---- */
+
+static int v2_error(problem_t *prob, const char *field, const char *fmt,
+                    const char *arg) {
+  return problem_set(prob, 400, "bad_inference_request", field, fmt, arg);
+}
+
+/* One entry of "inputs" as a /v1 tensor object under its name. */
+static int translate_input(const json_t *in, json_t *obj, problem_t *prob) {
+  static const char *const names[] = {"input", "weight", "bias", "running_mean",
+                                      "running_var", "mean", "var"};
+  const char *name = json_string_value(json_object_get(in, "name"));
+  const json_t *shape = json_object_get(in, "shape");
+  const char *datatype = json_string_value(json_object_get(in, "datatype"));
+  const json_t *data = json_object_get(in, "data");
+  const json_t *params = json_object_get(in, "parameters");
+  if (!json_is_object(in) || name == NULL || shape == NULL || datatype == NULL)
+    return v2_error(prob, "inputs", "%s", "each input needs name, shape and datatype");
+  size_t k = 0;
+  while (k < sizeof names / sizeof names[0] && strcmp(names[k], name) != 0) k++;
+  if (k == sizeof names / sizeof names[0])
+    return v2_error(prob, name, "unknown input \"%s\" (expected input, weight, "
+                    "bias, running_mean, running_var, mean, var)", name);
+  if (json_object_get(obj, name) != NULL)
+    return v2_error(prob, name, "input \"%s\" is given twice", name);
+  const char *dtype = NULL;
+  for (size_t i = 0; i < sizeof datatypes / sizeof datatypes[0]; i++)
+    if (strcmp(datatypes[i].v2, datatype) == 0) dtype = norm_dtype_name(datatypes[i].dtype);
+  if (dtype == NULL)
+    return v2_error(prob, name, "unsupported datatype %s (FP32, FP64, FP16, BF16)",
+                    datatype);
+  json_t *t = json_pack("{s:O, s:s}", "shape", shape, "dtype", dtype);
+  const json_t *size = json_is_object(params) ? json_object_get(params, "binary_data_size") : NULL;
+  if (t == NULL) return problem_set(prob, 500, "out_of_memory", NULL, "out of memory");
+  if (size != NULL)
+    json_object_set_new(t, "parameters", json_pack("{s:O}", "binary_data_size", size));
+  else if (data != NULL)
+    json_object_set(t, "data", (json_t *)data);
+  json_object_set_new(obj, name, t);
+  return 0;
+}
+
+static int decode_outputs(const json_t *outputs, request_t *req,
+                          problem_t *prob) {
+  if (!json_is_array(outputs))
+    return v2_error(prob, "outputs", "%s", "outputs must be a list");
+  req->v2_outputs = 0;
+  for (size_t i = 0; i < json_array_size(outputs); i++) {
+    const json_t *o = json_array_get(outputs, i);
+    const char *name = json_string_value(json_object_get(o, "name"));
+    if (name == NULL) return v2_error(prob, "outputs", "%s", "each output needs a name");
+    unsigned bit = 0;
+    for (size_t k = 0; k < sizeof output_names / sizeof output_names[0]; k++)
+      if (strcmp(output_names[k].name, name) == 0) bit = output_names[k].bit;
+    if (bit == 0 || !(bit & outputs_of(req->op, req)))
+      return v2_error(prob, name, "unknown output \"%s\" for this model", name);
+    req->v2_outputs |= bit;
+    const json_t *params = json_object_get(o, "parameters");
+    if (json_is_true(json_object_get(params, "binary_data"))) req->v2_binary |= bit;
+  }
+  return 0;
+}
+
+static int kserve_decode(const codec_input_t *in, const limits_t *lim,
+                         request_t *req, problem_t *prob) {
+  decode_ctx_t ctx = {.lim = lim};
+  size_t json_len = in->len;
+  if (in->header_length >= 0) {
+    if ((uint64_t)in->header_length > in->len)
+      return problem_set(prob, 400, "binary_truncated", NULL,
+                         "Inference-Header-Content-Length is %lld but the body "
+                         "has %zu bytes", (long long)in->header_length, in->len);
+    json_len = (size_t)in->header_length;
+    ctx.bin = in->body + json_len;
+    ctx.bin_len = in->len - json_len;
+  }
+  json_t *root = NULL, *obj = json_object();
+  int rc = -1;
+  if (obj == NULL) return problem_set(prob, 500, "out_of_memory", NULL, "out of memory");
+  if (decode_json_root(in->body, json_len, lim, &root, prob) != 0) goto done;
+  const char *key;
+  json_t *value;
+  json_object_foreach(root, key, value) {
+    if (strcmp(key, "id") && strcmp(key, "inputs") && strcmp(key, "outputs") &&
+        strcmp(key, "parameters")) {
+      v2_error(prob, key, "unknown request field \"%s\"", key);
+      goto done;
+    }
+  }
+  const json_t *id = json_object_get(root, "id");
+  if (id != NULL) {
+    if (!json_is_string(id) || json_string_length(id) > 256) {
+      v2_error(prob, "id", "%s", "id must be a string of at most 256 bytes");
+      goto done;
+    }
+    req->v2_id = strdup(json_string_value(id));
+  }
+  const json_t *inputs = json_object_get(root, "inputs");
+  if (!json_is_array(inputs) || json_array_size(inputs) == 0) {
+    v2_error(prob, "inputs", "%s", "inputs must be a non-empty list");
+    goto done;
+  }
+  for (size_t i = 0; i < json_array_size(inputs); i++)
+    if (translate_input(json_array_get(inputs, i), obj, prob) != 0) goto done;
+  const json_t *params = json_object_get(root, "parameters");
+  if (params != NULL && !json_is_object(params)) {
+    v2_error(prob, "parameters", "%s", "parameters must be an object");
+    goto done;
+  }
+  json_object_foreach((json_t *)params, key, value) {
+    if (strcmp(key, "binary_data_output") == 0) {
+      req->binary_output = json_is_true(value);
+      if (req->binary_output) req->v2_binary = ~0u;
+    } else if (json_object_get(obj, key) != NULL) {
+      v2_error(prob, key, "parameter \"%s\" is also an input", key);
+      goto done;
+    } else {
+      json_object_set(obj, key, value);
+    }
+  }
+  if (decode_request(&ctx, obj, in->op, req, prob) != 0) goto done;
+  req->v2_outputs = outputs_of(in->op, req);
+  const json_t *outputs = json_object_get(root, "outputs");
+  if (outputs != NULL && decode_outputs(outputs, req, prob) != 0) goto done;
+  req->ret = RET_OUTPUT | RET_STATS | RET_RUNNING;
+  rc = 0;
+done:
+  json_decref(root);
+  json_decref(obj);
+  return rc;
+}
+
+/* ---- encoding ---- */
+
+/* One output: JSON data, or binary bytes in tail when asked. */
+static void put_output(buf_t *b, buf_t *tail, const request_t *req,
+                       unsigned bit, const char *name, const norm_tensor_t *t,
+                       const double *stats, int rank, const int64_t *shape,
+                       norm_dtype_t stats_dtype, size_t n, int *first) {
+  if (!(req->v2_outputs & bit)) return;
+  norm_dtype_t dtype = t ? t->dtype : stats_dtype;
+  buf_printf(b, "%s{\"name\":\"%s\",\"datatype\":\"%s\",\"shape\":", *first ? "" : ",",
+             name, v2_datatype(dtype));
+  *first = 0;
+  encode_shape(b, t ? t->rank : rank, t ? t->shape : shape);
+  if (req->v2_binary & bit) {
+    size_t before = tail->len;
+    if (t) encode_tensor_bytes(tail, t);
+    else encode_doubles_bytes(tail, stats, n, stats_dtype);
+    buf_printf(b, ",\"parameters\":{\"binary_data_size\":%zu}}", tail->len - before);
+    return;
+  }
+  buf_puts(b, ",\"data\":");
+  if (t) encode_tensor_data(b, t);
+  else encode_doubles(b, stats, n, stats_dtype);
+  buf_putc(b, '}');
+}
+
+static int kserve_encode(const request_t *req, const result_t *res,
+                         reply_t *out, problem_t *prob) {
+  buf_t b, tail;
+  buf_init(&b);
+  buf_init(&tail);
+  norm_dtype_t sdt = req->input.t.dtype == NORM_F64 ? NORM_F64 : NORM_F32;
+  buf_printf(&b, "{\"model_name\":\"%s\",\"model_version\":\"1\"",
+             kserve_model_name(req->op));
+  if (req->v2_id) {
+    buf_puts(&b, ",\"id\":");
+    encode_string(&b, req->v2_id);
+  }
+  if (req->op == OP_BATCH && req->batch.mode == NORM_TRAIN)
+    buf_printf(&b, ",\"parameters\":{\"num_batches_tracked\":%lld}",
+               (long long)req->batch.num_batches_tracked);
+  buf_puts(&b, ",\"outputs\":[");
+  int first = 1;
+  const int r = res->stats_rank;
+  const int64_t *s = res->stats_shape;
+  size_t n = res->ngroups;
+  put_output(&b, &tail, req, V2_OUT_OUTPUT, "output", &res->output, NULL, 0, NULL, sdt, 0, &first);
+  put_output(&b, &tail, req, V2_OUT_MEAN, "mean", NULL, res->mean, r, s, sdt, n, &first);
+  put_output(&b, &tail, req, V2_OUT_VAR, "var", NULL, res->var, r, s, sdt, n, &first);
+  put_output(&b, &tail, req, V2_OUT_RMS, "rms", NULL, res->rms, r, s, sdt, n, &first);
+  put_output(&b, &tail, req, V2_OUT_RSTD, "rstd", NULL, res->rstd, r, s, sdt, n, &first);
+  if (req->running_mean.present && req->batch.mode == NORM_TRAIN) {
+    put_output(&b, &tail, req, V2_OUT_RUNNING_MEAN, "running_mean",
+               &req->running_mean.t, NULL, 0, NULL, sdt, 0, &first);
+    put_output(&b, &tail, req, V2_OUT_RUNNING_VAR, "running_var",
+               &req->running_var.t, NULL, 0, NULL, sdt, 0, &first);
+  }
+  buf_puts(&b, "]}");
+  int binary = tail.len > 0 || (req->v2_binary & req->v2_outputs);
+  if (!binary) buf_free(&tail);
+  return encode_finish(&b, binary ? &tail : NULL, out, prob);
+}
+
+/* ---- metadata ---- */
+
+void kserve_model_metadata(op_t op, buf_t *b) {
+  buf_printf(b, "{\"name\":\"%s\",\"versions\":[\"1\"],\"platform\":\"normd\","
+                "\"inputs\":[", kserve_model_name(op));
+  const char *inputs[] = {"input", "weight", "bias", "running_mean", "running_var"};
+  size_t ninputs = op == OP_RMS ? 2 : op == OP_BATCH ? 5 : 3;
+  for (size_t i = 0; i < ninputs; i++)
+    buf_printf(b, "%s{\"name\":\"%s\",\"datatype\":\"FP32\",\"shape\":%s}",
+               i ? "," : "", inputs[i], i == 0 ? (op == OP_LAYER || op == OP_RMS ? "[-1,-1]" : "[-1,-1,-1]") : "[-1]");
+  buf_puts(b, "],\"outputs\":[");
+  unsigned outs = outputs_of(op, NULL) |
+                  (op == OP_BATCH ? V2_OUT_RUNNING_MEAN | V2_OUT_RUNNING_VAR : 0);
+  int first = 1;
+  for (size_t k = 0; k < sizeof output_names / sizeof output_names[0]; k++) {
+    if (!(outs & output_names[k].bit)) continue;
+    buf_printf(b, "%s{\"name\":\"%s\",\"datatype\":\"FP32\",\"shape\":%s}",
+               first ? "" : ",", output_names[k].name,
+               output_names[k].bit == V2_OUT_OUTPUT ? "[-1,-1]" : "[-1]");
+    first = 0;
+  }
+  buf_puts(b, "],\"parameters\":{\"datatypes\":[\"FP32\",\"FP64\",\"FP16\",\"BF16\"]}}");
+}
+
+const codec_t codec_kserve = {
+    .name = "kserve",
+    .media_type = "application/json",
+    .decode = kserve_decode,
+    .encode = kserve_encode,
+};

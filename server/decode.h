@@ -1,0 +1,49 @@
+/* decode.h -- from a parsed JSON document to a request_t: the field table of
+ * every /v1 route and the tensor decoder shared by every codec. JSON bodies,
+ * the binary framing (JSON header + raw tensor bytes), .npy query parameters
+ * and KServe v2 requests all end up here, so a field means the same thing
+ * in every format and is validated in one place. */
+#ifndef NORMD_DECODE_H
+#define NORMD_DECODE_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#include "problem.h"
+#include "request.h"
+
+/* Decoding state: the limits, and the binary tail of a framed body (the raw
+ * tensor bytes after the JSON header), consumed in the order tensors appear
+ * in the header. bin == NULL when the body has no binary part. */
+typedef struct {
+  const limits_t *lim;
+  const char *bin;
+  size_t bin_len;
+  size_t bin_pos;
+} decode_ctx_t;
+
+/* Parses body as one JSON object: nesting depth checked first (jansson has
+ * no limit of its own), duplicate keys refused. *root is the caller's to
+ * json_decref. 400 (malformed_json, duplicate_key, too_deep) or 422
+ * (not_an_object) on failure. */
+int decode_json_root(const char *body, size_t len, const limits_t *lim,
+                     json_t **root, problem_t *prob);
+
+/* A tensor: {"shape", "dtype", "data"} with data flat or nested, or
+ * {"shape", "dtype", "parameters": {"binary_data_size": n}} whose n bytes
+ * come from the binary tail, or a bare nested array (float32). `field`
+ * names it in errors. Allocates out->t.data. */
+int decode_tensor(decode_ctx_t *ctx, const json_t *v, const char *field,
+                  req_tensor_t *out, problem_t *prob);
+
+/* Every field of obj into req for op, then the cross-field checks (input
+ * present, normalized_shape against the input, mode "given", ...). If the
+ * input arrived another way (.npy body), req->input is already present and
+ * obj must not carry one. Framed bodies must use up the binary tail. */
+int decode_request(decode_ctx_t *ctx, const json_t *obj, op_t op,
+                   request_t *req, problem_t *prob);
+
+/* A JSON number, or a non-finite spelling ("NaN", "Infinity", "-Infinity"). */
+int decode_number(const json_t *v, double *out);
+
+#endif

@@ -1,0 +1,43 @@
+/* encode.h -- the writing half shared by every codec: exact JSON numbers
+ * (shortest round-trip text in the precision of a dtype), shapes, arrays,
+ * tensors, and the raw little-endian bytes of a binary tail. Everything
+ * appends to a buf_t (sticky out-of-memory: check buf_ok once at the end). */
+#ifndef NORMD_ENCODE_H
+#define NORMD_ENCODE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buf.h"
+#include "norm.h"
+#include "problem.h"
+#include "reply.h"
+
+/* One number as the shortest text that reads back to the same value of
+ * dtype; non-finite values as "NaN", "Infinity", "-Infinity" (quoted). */
+void encode_number(buf_t *b, double v, norm_dtype_t dtype);
+/* [d0,d1,...] */
+void encode_shape(buf_t *b, int rank, const int64_t *shape);
+/* [v0,v1,...] in the precision of dtype. */
+void encode_doubles(buf_t *b, const double *v, size_t n, norm_dtype_t dtype);
+/* [x0,x1,...]: every element of t, flat, row-major. */
+void encode_tensor_data(buf_t *b, const norm_tensor_t *t);
+/* A JSON string literal with escapes. */
+void encode_string(buf_t *b, const char *s);
+
+/* Raw bytes of t (its dtype, little-endian) appended to a binary tail. */
+void encode_tensor_bytes(buf_t *tail, const norm_tensor_t *t);
+/* n doubles converted to dtype's raw bytes, appended to a binary tail. */
+void encode_doubles_bytes(buf_t *tail, const double *v, size_t n,
+                          norm_dtype_t dtype);
+
+/* Elements of t (t is valid: it came through the decoder or compute). */
+size_t encode_numel(const norm_tensor_t *t);
+
+/* Finishes a 200 reply from a JSON document, plus a binary tail when tail
+ * is non-NULL (the KServe v2 binary framing: header length in
+ * Inference-Header-Content-Length, Content-Type application/octet-stream).
+ * Takes both buffers. Returns 0, or -1 with a 500 problem. */
+int encode_finish(buf_t *json, buf_t *tail, reply_t *out, problem_t *prob);
+
+#endif

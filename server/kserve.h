@@ -1,0 +1,16 @@
+/* kserve.h -- the KServe v2 model names and metadata (the codec itself is
+ * codec_kserve in codec.h). */
+#ifndef NORMD_KSERVE_H
+#define NORMD_KSERVE_H
+
+#include "buf.h"
+#include "request.h"
+
+/* "layer_norm" -> OP_LAYER, ...; 0, or -1 for an unknown model. */
+int kserve_model_op(const char *model, op_t *op);
+/* OP_LAYER -> "layer_norm"; "unknown" for ops that are not models. */
+const char *kserve_model_name(op_t op);
+/* GET /v2/models/{model}: name, versions, platform, inputs, outputs. */
+void kserve_model_metadata(op_t op, buf_t *b);
+
+#endif
