@@ -28,9 +28,10 @@ trap cleanup EXIT
 
 [ -x "$NORMD" ] || { echo "build first: make" >&2; exit 1; }
 
-# Request bodies: layer norm over the last dim, deterministic data.
+# Request bodies: layer norm over the last dim, deterministic data, as JSON,
+# as .npy, and in the binary framing (JSON header + raw float32).
 /usr/bin/python3 - "$work" <<'PY'
-import json, random, sys
+import json, random, struct, sys
 out = sys.argv[1]
 random.seed(1)
 for name, rows, cols in (("small", 1, 768), ("large", 512, 2048)):
@@ -38,6 +39,18 @@ for name, rows, cols in (("small", 1, 768), ("large", 512, 2048)):
     body = {"input": {"shape": [rows, cols], "dtype": "float32", "data": data}}
     with open(f"{out}/{name}.json", "w") as f:
         json.dump(body, f, separators=(",", ":"))
+    raw = struct.pack(f"<{rows * cols}f", *data)
+    header = ("{'descr': '<f4', 'fortran_order': False, 'shape': (%d, %d), }" % (rows, cols))
+    pad = (64 - (10 + len(header) + 1) % 64) % 64
+    header = header + " " * pad + "\n"
+    with open(f"{out}/{name}.npy", "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode() + raw)
+    meta = json.dumps({"input": {"shape": [rows, cols], "dtype": "float32",
+                                 "parameters": {"binary_data_size": len(raw)}}}).encode()
+    with open(f"{out}/{name}.framed", "wb") as f:
+        f.write(meta + raw)
+    with open(f"{out}/{name}.framed.len", "w") as f:
+        f.write(str(len(meta)))
 PY
 
 "$NORMD" --config config/normd.json --host 127.0.0.1 --port 0 --log-level warn \
@@ -52,9 +65,22 @@ done
 [ -n "$port" ] || { cat "$work/normd.log" >&2; exit 1; }
 
 mkdir -p "$work/www"
-for name in small large; do
-  curl -sf -H 'Content-Type: application/json' --data-binary "@$work/$name.json" \
-    "http://127.0.0.1:$port/v1/norm/layer" -o "$work/www/$name.out"
+# case name, request file, Content-Type, Accept
+cases=(
+  "layer 1x768 JSON|small.json|application/json|application/json"
+  "layer 512x2048 JSON|large.json|application/json|application/json"
+  "layer 512x2048 .npy|large.npy|application/x-npy|application/x-npy"
+  "layer 512x2048 framed|large.framed|application/octet-stream|application/octet-stream"
+)
+i=0
+for c in "${cases[@]}"; do
+  IFS='|' read -r label file ctype accept <<<"$c"
+  extra=()
+  [ "$ctype" = application/octet-stream ] &&
+    extra=(-H "Inference-Header-Content-Length: $(cat "$work/${file}.len")")
+  curl -sf -H "Content-Type: $ctype" -H "Accept: $accept" "${extra[@]}" \
+    --data-binary "@$work/$file" "http://127.0.0.1:$port/v1/norm/layer" -o "$work/www/out$i"
+  i=$((i + 1))
 done
 
 nginx_port=$((port + 1))
@@ -85,7 +111,10 @@ local f = io.open(os.getenv("BODY"), "rb")
 wrk.method = "POST"
 wrk.body = f:read("*a")
 f:close()
-wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Content-Type"] = os.getenv("CTYPE")
+wrk.headers["Accept"] = os.getenv("ACCEPT")
+local hl = os.getenv("HDRLEN")
+if hl ~= nil and hl ~= "" then wrk.headers["Inference-Header-Content-Length"] = hl end
 LUA
 
 # run_wrk URL [lua]: prints "req/s p50 p99" with latencies in ms
@@ -103,6 +132,18 @@ run_wrk() {
   errors=$(awk '/Non-2xx/ {print $5}' <<<"$out")
   echo "$rps $(to_ms "$p50") $(to_ms "$p99") ${errors:-0}"
 }
+# Waits until normd has finished the jobs a previous row left queued (wrk
+# hangs up at the end of a row, but accepted requests still run), so rows
+# do not bleed into each other. The metrics request itself is in flight.
+wait_idle() {
+  for _ in $(seq 600); do
+    local n
+    n=$(curl -sf "http://127.0.0.1:$port/metrics" | awk '$1 == "normd_inflight_requests" {print $2}')
+    [ "${n:-2}" -le 1 ] 2>/dev/null && return 0
+    sleep 0.1
+  done
+  echo "normd did not go idle" >&2
+}
 to_ms() { # wrk prints 1.23ms / 456.00us / 1.20s
   awk -v v="$1" 'BEGIN { n = v + 0; if (v ~ /us$/) n /= 1000; else if (v ~ /ms$/) n += 0; else if (v ~ /s$/) n *= 1000; printf "%.2f", n }'
 }
@@ -111,14 +152,20 @@ printf '\nnormd %s, %s s per row, %s connections, %s wrk threads, %s CPUs\n\n' \
   "$("$NORMD" --version | awk '{print $2}')" "$DURATION" "$CONNECTIONS" "$WRK_THREADS" "$(nproc)"
 printf '| case | server | req/s | p50 ms | p99 ms | non-2xx | response bytes | MB/s out | vs ceiling |\n'
 printf '|---|---|---:|---:|---:|---:|---:|---:|---:|\n'
-for name in small large; do
-  label=$([ "$name" = small ] && echo "layer 1x768 JSON" || echo "layer 512x2048 JSON")
-  bytes=$(stat -c %s "$work/www/$name.out")
-  read -r n_rps n_p50 n_p99 n_err < <(run_wrk "http://127.0.0.1:$port/v1/norm/layer" "$work/post.lua" "$work/$name.json")
-  read -r g_rps g_p50 g_p99 g_err < <(run_wrk "http://127.0.0.1:$nginx_port/$name.out")
+i=0
+for c in "${cases[@]}"; do
+  IFS='|' read -r label file ctype accept <<<"$c"
+  hdrlen=""
+  [ "$ctype" = application/octet-stream ] && hdrlen=$(cat "$work/${file}.len")
+  bytes=$(stat -c %s "$work/www/out$i")
+  wait_idle
+  read -r n_rps n_p50 n_p99 n_err < <(CTYPE="$ctype" ACCEPT="$accept" HDRLEN="$hdrlen" \
+    run_wrk "http://127.0.0.1:$port/v1/norm/layer" "$work/post.lua" "$work/$file")
+  read -r g_rps g_p50 g_p99 g_err < <(run_wrk "http://127.0.0.1:$nginx_port/out$i")
   ratio=$(awk -v a="$n_rps" -v b="$g_rps" 'BEGIN { printf "%.3f", a / b }')
   mb_n=$(awk -v r="$n_rps" -v b="$bytes" 'BEGIN { printf "%.1f", r * b / 1e6 }')
   mb_g=$(awk -v r="$g_rps" -v b="$bytes" 'BEGIN { printf "%.1f", r * b / 1e6 }')
   printf '| %s | normd | %s | %s | %s | %s | %s | %s | %s |\n' "$label" "$n_rps" "$n_p50" "$n_p99" "$n_err" "$bytes" "$mb_n" "$ratio"
   printf '| %s | nginx static (ceiling) | %s | %s | %s | %s | %s | %s | 1 |\n' "$label" "$g_rps" "$g_p50" "$g_p99" "$g_err" "$bytes" "$mb_g"
+  i=$((i + 1))
 done

@@ -54,14 +54,13 @@ static int framed_decode(const codec_input_t *in, const limits_t *lim,
 }
 
 /* A tensor as {"shape","dtype","data"} or, framed, with its bytes in tail. */
-static void put_tensor(buf_t *b, buf_t *tail, const norm_tensor_t *t) {
+static void put_tensor(buf_t *b, tail_t *tail, const norm_tensor_t *t) {
   buf_puts(b, "{\"shape\":");
   encode_shape(b, t->rank, t->shape);
   buf_printf(b, ",\"dtype\":\"%s\",", norm_dtype_name(t->dtype));
   if (tail != NULL) {
-    size_t before = tail->len;
-    encode_tensor_bytes(tail, t);
-    buf_printf(b, "\"parameters\":{\"binary_data_size\":%zu}}", tail->len - before);
+    buf_printf(b, "\"parameters\":{\"binary_data_size\":%zu}}",
+               encode_tensor_bytes(tail, t));
   } else {
     buf_puts(b, "\"data\":");
     encode_tensor_data(b, t);
@@ -96,7 +95,7 @@ static void put_moments(buf_t *b, const result_t *res) {
   buf_putc(b, '}');
 }
 
-static void put_norm_result(buf_t *b, buf_t *tail, const request_t *req,
+static void put_norm_result(buf_t *b, tail_t *tail, const request_t *req,
                             const result_t *res) {
   /* statistics in the precision of the input: float64 stays double */
   norm_dtype_t sdt = req->input.t.dtype == NORM_F64 ? NORM_F64 : NORM_F32;
@@ -139,16 +138,16 @@ static void put_norm_result(buf_t *b, buf_t *tail, const request_t *req,
 
 static int encode_v1(const request_t *req, const result_t *res, int binary,
                      reply_t *out, problem_t *prob) {
-  buf_t b, tail;
+  buf_t b;
+  tail_t tail;
   buf_init(&b);
-  buf_init(&tail);
+  tail_init(&tail);
   if (req->op == OP_MOMENTS || req->op == OP_MOMENTS_MERGE) {
     put_moments(&b, res);
     binary = 0; /* nothing tensor-sized to frame */
   } else {
     put_norm_result(&b, binary ? &tail : NULL, req, res);
   }
-  if (!binary) buf_free(&tail);
   return encode_finish(&b, binary ? &tail : NULL, out, prob);
 }
 

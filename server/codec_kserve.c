@@ -211,7 +211,7 @@ done:
 /* ---- encoding ---- */
 
 /* One output: JSON data, or binary bytes in tail when asked. */
-static void put_output(buf_t *b, buf_t *tail, const request_t *req,
+static void put_output(buf_t *b, tail_t *tail, const request_t *req,
                        unsigned bit, const char *name, const norm_tensor_t *t,
                        const double *stats, int rank, const int64_t *shape,
                        norm_dtype_t stats_dtype, size_t n, int *first) {
@@ -222,10 +222,9 @@ static void put_output(buf_t *b, buf_t *tail, const request_t *req,
   *first = 0;
   encode_shape(b, t ? t->rank : rank, t ? t->shape : shape);
   if (req->v2_binary & bit) {
-    size_t before = tail->len;
-    if (t) encode_tensor_bytes(tail, t);
-    else encode_doubles_bytes(tail, stats, n, stats_dtype);
-    buf_printf(b, ",\"parameters\":{\"binary_data_size\":%zu}}", tail->len - before);
+    size_t bytes = t ? encode_tensor_bytes(tail, t)
+                     : encode_doubles_bytes(tail, stats, n, stats_dtype);
+    buf_printf(b, ",\"parameters\":{\"binary_data_size\":%zu}}", bytes);
     return;
   }
   buf_puts(b, ",\"data\":");
@@ -236,9 +235,10 @@ static void put_output(buf_t *b, buf_t *tail, const request_t *req,
 
 static int kserve_encode(const request_t *req, const result_t *res,
                          reply_t *out, problem_t *prob) {
-  buf_t b, tail;
+  buf_t b;
+  tail_t tail;
   buf_init(&b);
-  buf_init(&tail);
+  tail_init(&tail);
   norm_dtype_t sdt = req->input.t.dtype == NORM_F64 ? NORM_F64 : NORM_F32;
   buf_printf(&b, "{\"model_name\":\"%s\",\"model_version\":\"1\"",
              kserve_model_name(req->op));
@@ -266,8 +266,7 @@ static int kserve_encode(const request_t *req, const result_t *res,
                &req->running_var.t, NULL, 0, NULL, sdt, 0, &first);
   }
   buf_puts(&b, "]}");
-  int binary = tail.len > 0 || (req->v2_binary & req->v2_outputs);
-  if (!binary) buf_free(&tail);
+  int binary = tail.n > 0;
   return encode_finish(&b, binary ? &tail : NULL, out, prob);
 }
 

@@ -10,6 +10,7 @@
  * version 1.0 .npy (little-endian, C order); .npy carries one array, so the
  * statistics need Accept: application/json. */
 #include <ctype.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -250,12 +251,20 @@ static int read_npy(const char *body, size_t len, const limits_t *lim,
     return problem_set(prob, 400, "npy_size_mismatch", "input",
                        ".npy shape and dtype need %zu data bytes, the body has %zu",
                        nbytes, data_len);
-  out->t.data = malloc(nbytes ? nbytes : 1);
-  if (out->t.data == NULL)
-    return problem_set(prob, 500, "out_of_memory", "input", "out of memory");
+  const unsigned char *src = b + offset + header_len;
+  size_t size = norm_dtype_size(h.dtype);
   out->present = true;
-  copy_elements(&h, b + offset + header_len, out->t.data, numel,
-                norm_dtype_size(h.dtype));
+  if (!h.fortran && !h.big_endian && (uintptr_t)src % size == 0) {
+    out->t.data = (void *)src; /* read in place: the body outlives the request */
+    out->borrowed = true;
+    return 0;
+  }
+  out->t.data = malloc(nbytes ? nbytes : 1);
+  if (out->t.data == NULL) {
+    out->present = false;
+    return problem_set(prob, 500, "out_of_memory", "input", "out of memory");
+  }
+  copy_elements(&h, src, out->t.data, numel, size);
   return 0;
 }
 
@@ -344,7 +353,7 @@ static int npy_encode(const request_t *req, const result_t *res, reply_t *out,
   buf_append(&b, dict, (size_t)n);
   for (size_t i = header_len; i < padded; i++) buf_putc(&b, ' ');
   buf_putc(&b, '\n');
-  encode_tensor_bytes(&b, t);
+  buf_append(&b, t->data, encode_numel(t) * norm_dtype_size(t->dtype));
   if (encode_finish(&b, NULL, out, prob) != 0) return -1;
   out->content_type = "application/x-npy";
   return 0;

@@ -4,6 +4,7 @@
 #include "decode.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -193,8 +194,19 @@ static int binary_fill(decode_ctx_t *ctx, const json_t *params, req_tensor_t *ou
     return problem_set(prob, 400, "binary_truncated", field,
                        "%s: needs %zu bytes but only %zu remain in the body",
                        field, nbytes, ctx->bin_len - ctx->bin_pos);
-  memcpy(out->t.data, ctx->bin + ctx->bin_pos, nbytes); /* little-endian host */
+  const char *src = ctx->bin + ctx->bin_pos;
   ctx->bin_pos += nbytes;
+  /* The input is only read, so an aligned one is used in place (no copy);
+   * other tensors may be updated (running stats) and are copied. Bytes are
+   * little-endian, as the host. */
+  if (strcmp(field, "input") == 0 &&
+      (uintptr_t)src % norm_dtype_size(out->t.dtype) == 0) {
+    free(out->t.data);
+    out->t.data = (void *)src;
+    out->borrowed = true;
+  } else {
+    memcpy(out->t.data, src, nbytes);
+  }
   return 0;
 }
 

@@ -87,25 +87,53 @@ void encode_string(buf_t *b, const char *s) {
   buf_putc(b, '"');
 }
 
-void encode_tensor_bytes(buf_t *tail, const norm_tensor_t *t) {
-  buf_append(tail, t->data, encode_numel(t) * norm_dtype_size(t->dtype));
+void tail_init(tail_t *t) { memset(t, 0, sizeof *t); }
+
+void tail_free(tail_t *t) {
+  for (int i = 0; i < t->n; i++) free(t->seg[i].owned);
+  tail_init(t);
 }
 
-void encode_doubles_bytes(buf_t *tail, const double *v, size_t n,
-                          norm_dtype_t dtype) {
-  size_t size = norm_dtype_size(dtype);
-  if (buf_reserve(tail, n * size) != 0) return;
+static size_t tail_add(tail_t *t, const void *data, size_t len, void *owned) {
+  if (t->n == TAIL_MAX_SEGMENTS) {
+    free(owned);
+    t->failed = 1;
+    return len;
+  }
+  t->seg[t->n].data = data;
+  t->seg[t->n].len = len;
+  t->seg[t->n].owned = owned;
+  t->n++;
+  t->len += len;
+  return len;
+}
+
+size_t encode_tensor_bytes(tail_t *tail, const norm_tensor_t *t) {
+  return tail_add(tail, t->data, encode_numel(t) * norm_dtype_size(t->dtype), NULL);
+}
+
+size_t encode_doubles_bytes(tail_t *tail, const double *v, size_t n,
+                            norm_dtype_t dtype) {
+  size_t len = n * norm_dtype_size(dtype);
+  void *bytes = malloc(len ? len : 1);
+  if (bytes == NULL) {
+    tail->failed = 1;
+    return len;
+  }
   norm_tensor_t view = {.dtype = dtype, .rank = 1, .shape = {(int64_t)n},
-                        .data = tail->data + tail->len};
+                        .data = bytes};
   for (size_t i = 0; i < n; i++) norm_tensor_set(&view, i, v[i]);
-  tail->len += n * size;
+  return tail_add(tail, bytes, len, bytes);
 }
 
-int encode_finish(buf_t *json, buf_t *tail, reply_t *out, problem_t *prob) {
+int encode_finish(buf_t *json, tail_t *tail, reply_t *out, problem_t *prob) {
   size_t header_len = json->len;
   if (tail != NULL) {
-    buf_append(json, tail->data ? tail->data : "", tail->len);
-    buf_free(tail);
+    if (tail->failed) json->failed = 1;
+    if (buf_reserve(json, tail->len) == 0)
+      for (int i = 0; i < tail->n; i++)
+        buf_append(json, tail->seg[i].data, tail->seg[i].len);
+    tail_free(tail);
   }
   size_t len;
   char *body = buf_steal(json, &len);

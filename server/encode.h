@@ -25,19 +25,38 @@ void encode_tensor_data(buf_t *b, const norm_tensor_t *t);
 /* A JSON string literal with escapes. */
 void encode_string(buf_t *b, const char *s);
 
-/* Raw bytes of t (its dtype, little-endian) appended to a binary tail. */
-void encode_tensor_bytes(buf_t *tail, const norm_tensor_t *t);
-/* n doubles converted to dtype's raw bytes, appended to a binary tail. */
-void encode_doubles_bytes(buf_t *tail, const double *v, size_t n,
-                          norm_dtype_t dtype);
+/* The binary tail of a framed response: the raw little-endian tensors that
+ * follow the JSON header, kept as references to the result's buffers (or
+ * owned conversions) until encode_finish copies each once into the body. */
+enum { TAIL_MAX_SEGMENTS = 16 };
+typedef struct {
+  struct {
+    const void *data;
+    size_t len;
+    void *owned; /* freed by encode_finish / tail_free */
+  } seg[TAIL_MAX_SEGMENTS];
+  int n;
+  size_t len;
+  int failed;
+} tail_t;
+
+void tail_init(tail_t *t);
+void tail_free(tail_t *t);
+/* Appends t's raw bytes (its dtype) by reference: t must outlive
+ * encode_finish. Returns the bytes appended. */
+size_t encode_tensor_bytes(tail_t *tail, const norm_tensor_t *t);
+/* Appends n doubles converted to dtype's raw bytes. Returns the bytes. */
+size_t encode_doubles_bytes(tail_t *tail, const double *v, size_t n,
+                            norm_dtype_t dtype);
 
 /* Elements of t (t is valid: it came through the decoder or compute). */
 size_t encode_numel(const norm_tensor_t *t);
 
 /* Finishes a 200 reply from a JSON document, plus a binary tail when tail
  * is non-NULL (the KServe v2 binary framing: header length in
- * Inference-Header-Content-Length, Content-Type application/octet-stream).
- * Takes both buffers. Returns 0, or -1 with a 500 problem. */
-int encode_finish(buf_t *json, buf_t *tail, reply_t *out, problem_t *prob);
+ * Inference-Header-Content-Length, Content-Type application/octet-stream):
+ * one allocation, each tail segment copied once. Takes both. Returns 0, or
+ * -1 with a 500 problem. */
+int encode_finish(buf_t *json, tail_t *tail, reply_t *out, problem_t *prob);
 
 #endif

@@ -61,6 +61,7 @@ typedef struct {
   int status_sent;
   uint64_t bytes_out;
   int accepted; /* counted in server.accepted */
+  size_t expected; /* Content-Length, 0 if absent */
 } request_state_t;
 
 /* A compute request crossing the pool. The HTTP thread creates it and moves
@@ -455,7 +456,9 @@ err:
 
 static int append_body(request_state_t *rs, const char *data, size_t n) {
   if (rs->len + n > rs->cap) {
-    size_t cap = rs->cap ? rs->cap : 4096;
+    /* Content-Length (already checked against the limit) sizes the buffer
+     * once; chunked bodies grow by doubling. */
+    size_t cap = rs->cap ? rs->cap : rs->expected > 0 ? rs->expected : 4096;
     while (cap < rs->len + n) cap *= 2;
     char *p = realloc(rs->body, cap);
     if (p == NULL) return -1;
@@ -518,6 +521,7 @@ static void first_call(request_state_t *rs, const char *url, const char *method)
     char *end;
     unsigned long long n = strtoull(cl, &end, 10);
     if (n > (unsigned long long)srv->cfg->max_body_bytes) too_large(rs);
+    else if (*end == '\0') rs->expected = (size_t)n;
   }
 }
 

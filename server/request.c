@@ -35,7 +35,8 @@ void request_free(request_t *req) {
   req_tensor_t *all[] = {&req->input, &req->weight, &req->bias,
                          &req->running_mean, &req->running_var};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
-    free(all[i]->t.data);
+    if (!all[i]->borrowed) free(all[i]->t.data);
+    all[i]->borrowed = false;
     all[i]->t.data = NULL;
     all[i]->present = false;
   }

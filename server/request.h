@@ -46,10 +46,12 @@ typedef struct {
   int max_depth;       /* JSON nesting */
 } limits_t;
 
-/* A tensor of the request; data is malloc'd and owned by the request.
- * present == false means the field was absent (data NULL). */
+/* A tensor of the request; data is malloc'd and owned by the request, or
+ * (the input of a binary body, when aligned) borrowed from the body, which
+ * outlives the request. present == false means the field was absent. */
 typedef struct {
   bool present;
+  bool borrowed; /* t.data points into the request body: not freed */
   norm_tensor_t t;
 } req_tensor_t;
 
