@@ -95,6 +95,71 @@ static void put_moments(buf_t *b, const result_t *res) {
   buf_putc(b, '}');
 }
 
+static void put_histogram(buf_t *b, const histogram_t *h, int64_t bins,
+                          norm_dtype_t dtype) {
+  buf_puts(b, "{\"edges\":[");
+  for (int64_t k = 0; k <= bins; k++) {
+    if (k) buf_putc(b, ',');
+    encode_number(b, h->lo + (h->hi - h->lo) * (double)k / (double)bins, dtype);
+  }
+  buf_puts(b, "],\"counts\":[");
+  for (int64_t k = 0; k < bins; k++)
+    buf_printf(b, "%s%llu", k ? "," : "", (unsigned long long)h->counts[k]);
+  buf_printf(b, "],\"nonfinite\":%llu}", (unsigned long long)h->nonfinite);
+}
+
+/* "steps":[...], "histograms":{...} when asked for, each after *sep */
+static void put_teaching(buf_t *b, const request_t *req, const result_t *res,
+                         norm_dtype_t sdt, const char **sep) {
+  if (req->ret & RET_STEPS) {
+    buf_printf(b, "%s\"steps\":[", *sep);
+    *sep = ",";
+    for (int i = 0; i < res->nsteps; i++) {
+      const step_t *st = &res->steps[i];
+      buf_printf(b, "%s{\"name\":\"%s\",\"shape\":", i ? "," : "", st->name);
+      encode_shape(b, st->rank, st->shape);
+      buf_puts(b, ",\"data\":");
+      encode_doubles(b, st->data, st->n, sdt);
+      buf_putc(b, '}');
+    }
+    buf_putc(b, ']');
+  }
+  if (req->ret & RET_HISTOGRAMS) {
+    buf_printf(b, "%s\"histograms\":{\"bins\":%lld,\"range\":\"%s\",\"input\":",
+               *sep, (long long)res->bins,
+               req->histogram_separate ? "separate" : "shared");
+    *sep = ",";
+    put_histogram(b, &res->hist_input, res->bins, sdt);
+    buf_puts(b, ",\"output\":");
+    put_histogram(b, &res->hist_output, res->bins, sdt);
+    buf_putc(b, '}');
+  }
+}
+
+static void put_residual(buf_t *b, const request_t *req, const result_t *res) {
+  size_t layers = (size_t)req->residual.layers;
+  buf_printf(b, "{\"tokens\":%lld,\"d\":%lld,\"layers\":%lld,\"norm\":\"%s\","
+                "\"seed\":%llu",
+             (long long)req->residual.tokens, (long long)req->residual.d,
+             (long long)layers, req->residual.norm == 0 ? "layer" : "rms",
+             (unsigned long long)req->residual.seed);
+  const char *names[] = {"pre", "post"};
+  for (int k = 0; k < 2; k++) {
+    const residual_curves_t *c = &res->curves[k];
+    if (c->rms == NULL) continue;
+    buf_printf(b, ",\"%s\":{\"rms\":", names[k]);
+    encode_doubles(b, c->rms, layers + 1, NORM_F32);
+    buf_puts(b, ",\"rel_update\":");
+    encode_doubles(b, c->rel_update, layers, NORM_F32);
+    buf_puts(b, ",\"cosine\":");
+    encode_doubles(b, c->cosine, layers, NORM_F32);
+    buf_puts(b, ",\"cos_to_input\":");
+    encode_doubles(b, c->cos_to_input, layers + 1, NORM_F32);
+    buf_putc(b, '}');
+  }
+  buf_putc(b, '}');
+}
+
 static void put_norm_result(buf_t *b, tail_t *tail, const request_t *req,
                             const result_t *res) {
   /* statistics in the precision of the input: float64 stays double */
@@ -132,7 +197,9 @@ static void put_norm_result(buf_t *b, tail_t *tail, const request_t *req,
     put_tensor(b, tail, &req->running_var.t);
     buf_printf(b, ",\"num_batches_tracked\":%lld",
                (long long)req->batch.num_batches_tracked);
+    sep = ",";
   }
+  put_teaching(b, req, res, sdt, &sep);
   buf_putc(b, '}');
 }
 
@@ -145,6 +212,9 @@ static int encode_v1(const request_t *req, const result_t *res, int binary,
   if (req->op == OP_MOMENTS || req->op == OP_MOMENTS_MERGE) {
     put_moments(&b, res);
     binary = 0; /* nothing tensor-sized to frame */
+  } else if (req->op == OP_RESIDUAL) {
+    put_residual(&b, req, res);
+    binary = 0;
   } else {
     put_norm_result(&b, binary ? &tail : NULL, req, res);
   }

@@ -6,7 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "explain.h"
 #include "metrics.h"
+#include "simulate.h"
 
 static double *alloc_doubles(size_t n, problem_t *prob) {
   double *p = calloc(n ? n : 1, sizeof *p);
@@ -69,6 +71,7 @@ static int merge_parts(request_t *req, result_t *res, problem_t *prob) {
 int compute_run(request_t *req, result_t *res, problem_t *prob) {
   memset(res, 0, sizeof *res);
   if (req->op == OP_MOMENTS_MERGE) return merge_parts(req, res, prob);
+  if (req->op == OP_RESIDUAL) return simulate_run(req, res, prob);
 
   norm_tensor_t *x = &req->input.t;
   const norm_tensor_t *w = req->weight.present ? &req->weight.t : NULL;
@@ -176,5 +179,5 @@ int compute_run(request_t *req, result_t *res, problem_t *prob) {
     }
     if (output_moments(res, &out_view, out_layout, prob) != 0) return -1;
   }
-  return 0;
+  return explain_run(req, res, prob);
 }

@@ -74,6 +74,8 @@ static const key_def_t keys[] = {
             "Retry-After seconds sent with 503 responses"),
     INT_KEY(max_json_depth, 2, 1000, 32,
             "deepest JSON nesting accepted in a request body"),
+    INT_KEY(max_explain_elements, 1, INT64_C(1) << 24, 65536,
+            "largest input (elements) whose intermediate steps may be returned"),
     STR_KEY(cors_origins, "*", check_cors,
             "\"*\", or comma-separated origins (https://host[:port]) allowed "
             "by CORS; \"\" disables CORS"),

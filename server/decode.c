@@ -26,7 +26,8 @@ typedef enum {
   FLD_EPS, FLD_NORMALIZED_SHAPE, FLD_AXIS, FLD_VARIANCE, FLD_EPS_PLACEMENT,
   FLD_NUM_GROUPS, FLD_MODE, FLD_MOMENTUM, FLD_NUM_BATCHES_TRACKED,
   FLD_OUTPUT_DTYPE, FLD_RETURN, FLD_LAYOUT, FLD_PARTS, FLD_MEAN, FLD_VAR,
-  FLD_BINARY_DATA_OUTPUT,
+  FLD_BINARY_DATA_OUTPUT, FLD_EXPLAIN, FLD_HISTOGRAM_BINS, FLD_HISTOGRAM_RANGE,
+  FLD_TOKENS, FLD_D, FLD_LAYERS, FLD_NORM, FLD_PLACEMENT, FLD_SEED, FLD_GAIN,
 } field_id_t;
 
 static const struct {
@@ -41,7 +42,7 @@ static const struct {
     {"running_var", FLD_RUNNING_VAR, 1u << OP_BATCH},
     {"mean", FLD_MEAN, 1u << OP_BATCH},
     {"var", FLD_VAR, 1u << OP_BATCH},
-    {"eps", FLD_EPS, F_NORMS},
+    {"eps", FLD_EPS, F_NORMS | (1u << OP_RESIDUAL)},
     {"normalized_shape", FLD_NORMALIZED_SHAPE, F_TRAILING},
     {"axis", FLD_AXIS, F_TRAILING},
     {"variance", FLD_VARIANCE, 1u << OP_LAYER},
@@ -55,6 +56,16 @@ static const struct {
     {"layout", FLD_LAYOUT, 1u << OP_MOMENTS},
     {"parts", FLD_PARTS, 1u << OP_MOMENTS_MERGE},
     {"binary_data_output", FLD_BINARY_DATA_OUTPUT, F_NORMS},
+    {"explain", FLD_EXPLAIN, F_NORMS},
+    {"histogram_bins", FLD_HISTOGRAM_BINS, F_NORMS},
+    {"histogram_range", FLD_HISTOGRAM_RANGE, F_NORMS},
+    {"tokens", FLD_TOKENS, 1u << OP_RESIDUAL},
+    {"d", FLD_D, 1u << OP_RESIDUAL},
+    {"layers", FLD_LAYERS, 1u << OP_RESIDUAL},
+    {"norm", FLD_NORM, 1u << OP_RESIDUAL},
+    {"placement", FLD_PLACEMENT, 1u << OP_RESIDUAL},
+    {"seed", FLD_SEED, 1u << OP_RESIDUAL},
+    {"gain", FLD_GAIN, 1u << OP_RESIDUAL},
 };
 
 /* Deepest nesting of [ and { outside strings, stopping early past limit.
@@ -78,6 +89,12 @@ static int nesting_exceeds(const char *s, size_t len, int limit) {
 }
 
 /* One element: a JSON number or a non-finite spelling. */
+static size_t encode_numel_of(const norm_tensor_t *t) {
+  size_t numel = 0;
+  norm_tensor_check(t, &numel, NULL);
+  return numel;
+}
+
 int decode_number(const json_t *v, double *out) {
   if (json_is_number(v)) {
     *out = json_number_value(v);
@@ -313,27 +330,31 @@ static int get_choice(const json_t *v, const char *field,
   return bad_field(prob, field, want);
 }
 
+/* "return": one name or a list; replaces the default set, keeping "steps"
+ * if "explain": true came first. */
 static int decode_return(const json_t *v, unsigned *ret, problem_t *prob) {
   static const char *const names[] = {"output", "stats", "output_stats",
-                                      "running_stats", NULL};
+                                      "running_stats", "steps", "histograms",
+                                      NULL};
   static const unsigned bits[] = {RET_OUTPUT, RET_STATS, RET_OUTPUT_STATS,
-                                  RET_RUNNING};
-  *ret = 0;
+                                  RET_RUNNING, RET_STEPS, RET_HISTOGRAMS};
+  unsigned chosen = 0;
+  int i = 0;
   if (json_is_string(v)) {
-    int i = 0;
     if (get_choice(v, "return", names, &i, prob) != 0) return -1;
-    *ret = bits[i];
-    return 0;
-  }
-  if (!json_is_array(v))
+    chosen = bits[i];
+  } else if (json_is_array(v)) {
+    for (size_t k = 0; k < json_array_size(v); k++) {
+      if (get_choice(json_array_get(v, k), "return", names, &i, prob) != 0)
+        return -1;
+      chosen |= bits[i];
+    }
+  } else {
     return bad_field(prob, "return", "a list of \"output\", \"stats\", "
-                                     "\"output_stats\", \"running_stats\"");
-  for (size_t k = 0; k < json_array_size(v); k++) {
-    int i = 0;
-    if (get_choice(json_array_get(v, k), "return", names, &i, prob) != 0)
-      return -1;
-    *ret |= bits[i];
+                                     "\"output_stats\", \"running_stats\", "
+                                     "\"steps\", \"histograms\"");
   }
+  *ret = chosen | (*ret & RET_STEPS);
   return 0;
 }
 
@@ -436,6 +457,9 @@ static int decode_field(field_id_t id, const char *name, const json_t *v,
   static const char *const placements[] = {"inside_sqrt", "outside_sqrt", NULL};
   static const char *const modes[] = {"train", "eval", "given", NULL};
   static const char *const layouts[] = {"rows", "channels", NULL};
+  static const char *const ranges[] = {"shared", "separate", NULL};
+  static const char *const residual_norms[] = {"layer", "rms", NULL};
+  static const char *const placements_residual[] = {"pre", "post", "both", NULL};
   double eps = 0;
   int64_t i64 = 0;
   int choice = 0;
@@ -450,7 +474,7 @@ static int decode_field(field_id_t id, const char *name, const json_t *v,
   case FLD_EPS:
     if (get_number(v, name, &eps, prob) != 0) return -1;
     req->layer.eps = req->rms.eps = req->batch.eps = req->group.eps =
-        req->instance.eps = eps;
+        req->instance.eps = req->residual.eps = eps;
     return 0;
   case FLD_NORMALIZED_SHAPE: later->normalized_shape = v; return 0;
   case FLD_AXIS: later->axis = v; return 0;
@@ -471,6 +495,48 @@ static int decode_field(field_id_t id, const char *name, const json_t *v,
     return 0;
   case FLD_MEAN: return decode_tensor(ctx, v, name, &later->mean, prob);
   case FLD_VAR: return decode_tensor(ctx, v, name, &later->var, prob);
+  case FLD_EXPLAIN:
+    if (!json_is_boolean(v)) return bad_field(prob, name, "true or false");
+    if (json_is_true(v)) req->ret |= RET_STEPS;
+    return 0;
+  case FLD_HISTOGRAM_BINS:
+    if (get_integer(v, name, &i64, prob) != 0) return -1;
+    if (i64 < 1 || i64 > 1024) return bad_field(prob, name, "an integer in 1..1024");
+    req->histogram_bins = i64;
+    return 0;
+  case FLD_HISTOGRAM_RANGE:
+    if (get_choice(v, name, ranges, &choice, prob) != 0) return -1;
+    req->histogram_separate = choice == 1;
+    return 0;
+  case FLD_TOKENS:
+  case FLD_D:
+  case FLD_LAYERS:
+    if (get_integer(v, name, &i64, prob) != 0) return -1;
+    if (i64 < (id == FLD_D ? 2 : 1) || i64 > 4096)
+      return bad_field(prob, name, id == FLD_D ? "an integer in 2..4096"
+                                               : "an integer in 1..4096");
+    *(id == FLD_TOKENS ? &req->residual.tokens
+      : id == FLD_D    ? &req->residual.d
+                       : &req->residual.layers) = i64;
+    return 0;
+  case FLD_NORM:
+    if (get_choice(v, name, residual_norms, &choice, prob) != 0) return -1;
+    req->residual.norm = choice;
+    return 0;
+  case FLD_PLACEMENT:
+    if (get_choice(v, name, placements_residual, &choice, prob) != 0) return -1;
+    req->residual.placements = choice == 0 ? 1u : choice == 1 ? 2u : 3u;
+    return 0;
+  case FLD_SEED:
+    if (get_integer(v, name, &i64, prob) != 0) return -1;
+    if (i64 < 0) return bad_field(prob, name, "an integer >= 0");
+    req->residual.seed = (uint64_t)i64;
+    return 0;
+  case FLD_GAIN:
+    if (get_number(v, name, &req->residual.gain, prob) != 0) return -1;
+    if (!(req->residual.gain >= 0 && req->residual.gain <= 100))
+      return bad_field(prob, name, "a number in 0..100");
+    return 0;
   case FLD_BINARY_DATA_OUTPUT:
     if (!json_is_boolean(v)) return bad_field(prob, name, "true or false");
     req->binary_output = json_is_true(v);
@@ -615,6 +681,7 @@ int decode_request(decode_ctx_t *ctx, const json_t *root, op_t op,
                      "tensors use %zu", ctx->bin_len, ctx->bin_pos);
     goto done;
   }
+  if (op == OP_RESIDUAL) goto done; /* no tensors: sizes were checked above */
   if (op == OP_MOMENTS_MERGE) {
     if (req->parts == NULL)
       rc = problem_set(prob, 422, "missing_field", "parts",
@@ -638,6 +705,13 @@ int decode_request(decode_ctx_t *ctx, const json_t *root, op_t op,
     rc = problem_set(prob, 422, "unknown_dtype", "output_dtype",
                      "output_dtype must be one of float32, float64, float16, "
                      "bfloat16");
+    goto done;
+  }
+  if ((req->ret & RET_STEPS) &&
+      encode_numel_of(&req->input.t) > ctx->lim->max_explain_elements) {
+    rc = problem_set(prob, 422, "explain_too_large", "explain",
+                     "steps are returned for inputs of at most %zu elements "
+                     "(max_explain_elements)", ctx->lim->max_explain_elements);
     goto done;
   }
   if ((rc = resolve_given(&later, req, prob)) != 0) goto done;

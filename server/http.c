@@ -209,12 +209,13 @@ static void info_reply(request_state_t *rs) {
   buf_printf(&b,
              "{\"name\":\"normd\",\"version\":\"%s\",\"revision\":\"%s\","
              "\"limits\":{\"max_body_bytes\":%lld,\"max_elements\":%lld,"
-             "\"max_inflight\":%lld,\"max_json_depth\":%lld,\"max_rank\":%d},"
+             "\"max_inflight\":%lld,\"max_json_depth\":%lld,\"max_rank\":%d,"
+             "\"max_explain_elements\":%lld},"
              "\"threads\":%lld,\"dtypes\":[",
              NORMD_VERSION, NORMD_REVISION, (long long)cfg->max_body_bytes,
              (long long)cfg->max_elements, (long long)cfg->max_inflight,
              (long long)cfg->max_json_depth, NORM_MAX_RANK,
-             (long long)cfg->threads);
+             (long long)cfg->max_explain_elements, (long long)cfg->threads);
   for (int d = 0; d < NORM_DTYPE_COUNT; d++)
     buf_printf(&b, "%s\"%s\"", d ? "," : "", norm_dtype_name((norm_dtype_t)d));
   buf_puts(&b, "],\"norms\":[\"layer\",\"rms\",\"batch\",\"group\",\"instance\"],"
@@ -645,6 +646,7 @@ server_t *http_start(const config_t *cfg, pool_t *pool, char *err,
   srv->pool = pool;
   srv->limits.max_elements = (size_t)cfg->max_elements;
   srv->limits.max_depth = (int)cfg->max_json_depth;
+  srv->limits.max_explain_elements = (size_t)cfg->max_explain_elements;
   struct sockaddr_storage addr;
   int ipv6 = 0;
   if (resolve(cfg->host, (uint16_t)cfg->port, &addr, &ipv6) != 0) {

@@ -9,7 +9,7 @@ static const char *const op_names[OP_COUNT] = {
     [OP_LAYER] = "layer",       [OP_RMS] = "rms",
     [OP_BATCH] = "batch",       [OP_GROUP] = "group",
     [OP_INSTANCE] = "instance", [OP_MOMENTS] = "moments",
-    [OP_MOMENTS_MERGE] = "moments_merge",
+    [OP_MOMENTS_MERGE] = "moments_merge", [OP_RESIDUAL] = "residual",
 };
 
 const char *op_name(op_t op) {
@@ -29,6 +29,14 @@ void request_init(request_t *req, op_t op) {
   req->instance = (norm_instance_params_t){.eps = 1e-5};
   req->moments = (norm_moments_params_t){.layout = NORM_MOMENTS_ROWS,
                                          .normalized_ndim = 1};
+  req->histogram_bins = 32;
+  req->residual.tokens = 16;
+  req->residual.d = 64;
+  req->residual.layers = 24;
+  req->residual.placements = 3; /* both */
+  req->residual.seed = 1;
+  req->residual.eps = 1e-5;
+  req->residual.gain = 1.0;
 }
 
 void request_free(request_t *req) {
@@ -55,5 +63,14 @@ void result_free(result_t *res) {
   free(res->out_mean);
   free(res->out_var);
   free(res->moments);
+  for (int i = 0; i < res->nsteps; i++) free(res->steps[i].data);
+  free(res->hist_input.counts);
+  free(res->hist_output.counts);
+  for (int i = 0; i < 2; i++) {
+    free(res->curves[i].rms);
+    free(res->curves[i].rel_update);
+    free(res->curves[i].cosine);
+    free(res->curves[i].cos_to_input);
+  }
   memset(res, 0, sizeof *res);
 }

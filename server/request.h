@@ -18,6 +18,7 @@ typedef enum {
   OP_INSTANCE,
   OP_MOMENTS,
   OP_MOMENTS_MERGE,
+  OP_RESIDUAL, /* the Pre-Norm vs Post-Norm experiment */
   OP_COUNT
 } op_t;
 
@@ -27,6 +28,8 @@ enum {
   RET_STATS = 1u << 1,
   RET_OUTPUT_STATS = 1u << 2, /* per-group mean/var of the output */
   RET_RUNNING = 1u << 3,      /* updated running stats (batch, train) */
+  RET_STEPS = 1u << 4,        /* the intermediate tensors ("explain") */
+  RET_HISTOGRAMS = 1u << 5,   /* input and output histograms */
 };
 
 /* KServe v2 output names, as bits. */
@@ -42,8 +45,9 @@ enum {
 
 /* Limits the decoder enforces before allocating. */
 typedef struct {
-  size_t max_elements; /* per tensor */
-  int max_depth;       /* JSON nesting */
+  size_t max_elements;         /* per tensor */
+  int max_depth;               /* JSON nesting */
+  size_t max_explain_elements; /* largest input "steps" may be asked for */
 } limits_t;
 
 /* A tensor of the request; data is malloc'd and owned by the request, or
@@ -76,10 +80,46 @@ typedef struct {
   norm_group_params_t group;
   norm_instance_params_t instance;
   norm_moments_params_t moments;
+  /* Histograms: bin count, and one range for input and output or each its
+   * own. */
+  int64_t histogram_bins;
+  bool histogram_separate;
+  /* OP_RESIDUAL; placements: bit 0 pre, bit 1 post. */
+  struct {
+    int64_t tokens, d, layers;
+    int norm; /* norm_residual_norm_t */
+    unsigned placements;
+    uint64_t seed;
+    double eps, gain;
+  } residual;
   /* OP_MOMENTS_MERGE: nparts arrays of ngroups partial moments, part-major. */
   size_t nparts, ngroups;
   norm_moments_t *parts;
 } request_t;
+
+/* One named intermediate tensor of the computation ("explain"). */
+typedef struct {
+  const char *name; /* static: "mean", "centered", ... */
+  int rank;
+  int64_t shape[NORM_MAX_RANK];
+  size_t n;
+  double *data; /* malloc'd */
+} step_t;
+
+enum { MAX_STEPS = 8 };
+
+/* A histogram over [lo, hi] in `bins` equal bins; non-finite values are
+ * counted apart. */
+typedef struct {
+  double lo, hi;
+  uint64_t *counts; /* malloc'd, bins entries */
+  uint64_t nonfinite;
+} histogram_t;
+
+/* One placement's curves of the residual experiment. */
+typedef struct {
+  double *rms, *rel_update, *cosine, *cos_to_input; /* malloc'd */
+} residual_curves_t;
 
 typedef struct {
   norm_tensor_t output; /* data malloc'd; present when RET_OUTPUT */
@@ -89,6 +129,11 @@ typedef struct {
   double *mean, *var, *rstd, *rms;  /* NULL when not applicable */
   double *out_mean, *out_var;       /* RET_OUTPUT_STATS */
   norm_moments_t *moments;          /* OP_MOMENTS / OP_MOMENTS_MERGE */
+  step_t steps[MAX_STEPS];          /* RET_STEPS, in order */
+  int nsteps;
+  int64_t bins;                     /* RET_HISTOGRAMS */
+  histogram_t hist_input, hist_output;
+  residual_curves_t curves[2];      /* OP_RESIDUAL: [0] pre, [1] post */
 } result_t;
 
 /* Defaults for op (eps and friends per the design's table). */

@@ -18,6 +18,7 @@ const route_t router_routes[] = {
     {"/v1/norm/instance", POST_ROUTES, H_COMPUTE, OP_INSTANCE, 0},
     {"/v1/moments", POST_ROUTES, H_COMPUTE, OP_MOMENTS, 0},
     {"/v1/moments/merge", POST_ROUTES, H_COMPUTE, OP_MOMENTS_MERGE, 0},
+    {"/v1/residual/simulate", POST_ROUTES, H_COMPUTE, OP_RESIDUAL, 0},
     {"/healthz", GET_ROUTES, H_HEALTHZ, OP_COUNT, 0},
     {"/readyz", GET_ROUTES, H_READYZ, OP_COUNT, 0},
     {"/metrics", GET_ROUTES, H_METRICS, OP_COUNT, 0},

@@ -98,6 +98,7 @@ START_TEST(test_defaults) {
   ck_assert_int_eq(c.drain_timeout_s, 30);
   ck_assert_int_eq(c.retry_after_s, 1);
   ck_assert_int_eq(c.max_json_depth, 32);
+  ck_assert_int_eq(c.max_explain_elements, 65536);
   ck_assert_str_eq(c.cors_origins, "*");
   ck_assert_str_eq(c.log_level, "info");
   ck_assert_str_eq(c.web_root, "web");
@@ -742,6 +743,7 @@ static const bounds_t bounds[] = {
     {"drain_timeout_s", 0, 3600},
     {"retry_after_s", 1, 3600},
     {"max_json_depth", 2, 1000},
+    {"max_explain_elements", 1, INT64_C(1) << 24},
 };
 
 START_TEST(test_bounds) {
