@@ -50,6 +50,8 @@ int norm_batch_rows(const norm_tensor_t *x, const norm_tensor_t *weight,
   double count = (double)layout_count(&l);
   double factor =
       p->cumulative ? 1.0 / (double)p->num_batches_tracked : p->momentum;
+  affine_t aff;
+  engine_affine_init(&aff, &l, weight, bias);
   for (size_t c = begin; c < end; c++) {
     double mean, var;
     if (p->mode == NORM_EVAL) {
@@ -68,8 +70,7 @@ int norm_batch_rows(const norm_tensor_t *x, const norm_tensor_t *weight,
       }
     }
     double rstd = engine_rstd(var, p->eps);
-    engine_apply(x, y, &l, c, mean, engine_scale(var, p->eps, rstd), weight,
-                 bias);
+    engine_apply(x, y, &l, c, mean, engine_scale(var, p->eps, rstd), &aff);
     stats_put(stats, c, mean, var, rstd);
   }
   return NORM_OK;

@@ -1,11 +1,18 @@
-/* engine.c -- layouts, the block-wise passes shared by every kernel, and the
- * shared argument checks. See engine.h for the model. */
+/* engine.c -- layouts, the passes shared by every kernel (over the
+ * vectorized loops of kern.h), and the shared argument checks. See engine.h
+ * for the model. */
 #include <math.h>
 #include <string.h>
 
 #include "engine.h"
+#include "kern.h"
 
-enum { BLOCK = 256 }; /* elements per stack block: 2 KiB of doubles */
+/* Moments are computed chunk by chunk: a chunk of CHUNK_BYTES stays in L1
+ * while its two passes run, so each element is read from memory once. */
+enum { CHUNK_BYTES = 16384 };
+/* Per-element weights in other dtypes than double are converted in blocks
+ * of WBLOCK when they were not converted once up front (affine_t). */
+enum { WBLOCK = 512 };
 
 /* ---- layouts ---- */
 
@@ -48,140 +55,133 @@ layout_t layout_instances(const norm_tensor_t *x) {
                     .affine_mod = c, .affine_mul = 1};
 }
 
-/* ---- blocks ---- */
+/* ---- passes ---- */
 
-static void load_block(const norm_tensor_t *t, size_t off, size_t n,
-                       double *dst) {
-  switch (t->dtype) {
-  case NORM_F32: {
-    const float *p = (const float *)t->data + off;
-    for (size_t i = 0; i < n; i++) dst[i] = p[i];
-    break;
-  }
-  case NORM_F64: memcpy(dst, (const double *)t->data + off, n * sizeof *dst); break;
-  case NORM_F16: {
-    const uint16_t *p = (const uint16_t *)t->data + off;
-    for (size_t i = 0; i < n; i++) dst[i] = norm_float_from_f16(p[i]);
-    break;
-  }
-  case NORM_BF16: {
-    const uint16_t *p = (const uint16_t *)t->data + off;
-    for (size_t i = 0; i < n; i++) dst[i] = norm_float_from_bf16(p[i]);
-    break;
-  }
-  default: break; /* unreachable: dtypes are validated first */
-  }
+static const char *elem(const norm_tensor_t *t, size_t off) {
+  return (const char *)t->data + off * norm_dtype_size(t->dtype);
 }
-
-static void store_block(norm_tensor_t *t, size_t off, size_t n,
-                        const double *src) {
-  switch (t->dtype) {
-  case NORM_F32: {
-    float *p = (float *)t->data + off;
-    for (size_t i = 0; i < n; i++) p[i] = (float)src[i];
-    break;
-  }
-  case NORM_F64: memcpy((double *)t->data + off, src, n * sizeof *src); break;
-  case NORM_F16: {
-    uint16_t *p = (uint16_t *)t->data + off;
-    for (size_t i = 0; i < n; i++) p[i] = norm_f16_from_double(src[i]);
-    break;
-  }
-  case NORM_BF16: {
-    uint16_t *p = (uint16_t *)t->data + off;
-    for (size_t i = 0; i < n; i++) p[i] = norm_bf16_from_double(src[i]);
-    break;
-  }
-  default: break;
-  }
-}
-
-/* Weight (or bias) values for elements [j, j + n) of a segment of group g:
- * a contiguous slice when each element has its own entry, else runs of one
- * repeated entry. A NULL tensor gives `fallback`. */
-static void affine_block(const norm_tensor_t *t, const layout_t *l, size_t g,
-                         size_t j, size_t n, double fallback, double *dst) {
-  if (t == NULL) {
-    for (size_t i = 0; i < n; i++) dst[i] = fallback;
-    return;
-  }
-  size_t first = (g % l->affine_mod) * l->affine_mul;
-  if (l->affine_period == 1) {
-    load_block(t, first + j, n, dst);
-    return;
-  }
-  size_t i = 0;
-  while (i < n) {
-    size_t k = (j + i) / l->affine_period;
-    size_t run = (k + 1) * l->affine_period - (j + i);
-    if (run > n - i) run = n - i;
-    double v = norm_tensor_get(t, first + k);
-    for (size_t r = 0; r < run; r++) dst[i + r] = v;
-    i += run;
-  }
-}
-
-/* Calls body(off, j, n) for each block: element offset in the tensor,
- * index within the segment, and block length. */
-#define FOR_EACH_BLOCK(l, g, off, j, n, body)                                  \
-  for (size_t seg_ = 0; seg_ < (l)->nseg; seg_++) {                            \
-    size_t base_ = (g) * (l)->group_stride + seg_ * (l)->seg_stride;           \
-    for (size_t j = 0; j < (l)->seg_len; j += BLOCK) {                         \
-      size_t n = (l)->seg_len - j < BLOCK ? (l)->seg_len - j : BLOCK;          \
-      size_t off = base_ + j;                                                  \
-      body                                                                     \
-    }                                                                          \
-  }
 
 void engine_moments(const norm_tensor_t *x, const layout_t *l, size_t g,
                     double *mean, double *m2) {
-  double buf[BLOCK];
-  double sum = 0.0;
-  FOR_EACH_BLOCK(l, g, off, j, n, {
-    (void)j;
-    load_block(x, off, n, buf);
-    for (size_t i = 0; i < n; i++) sum += buf[i];
-  })
-  double count = (double)layout_count(l);
-  double mu = sum / count;
-  double sq = 0.0, dev = 0.0;
-  FOR_EACH_BLOCK(l, g, off, j, n, {
-    (void)j;
-    load_block(x, off, n, buf);
-    for (size_t i = 0; i < n; i++) {
-      double d = buf[i] - mu;
-      dev += d;
-      sq += d * d;
+  const kern_t *k = kern_get();
+  size_t chunk = CHUNK_BYTES / norm_dtype_size(x->dtype);
+  /* Chunk means are merged relative to the first chunk's estimate `shift`:
+   * near it (|mean| >> std) the differences are exact (Sterbenz), so the
+   * merge keeps the precision of the centered sums. */
+  norm_moments_t acc = {0.0, 0.0, 0.0};
+  double shift = 0.0;
+  for (size_t seg = 0; seg < l->nseg; seg++) {
+    size_t base = g * l->group_stride + seg * l->seg_stride;
+    for (size_t j = 0; j < l->seg_len; j += chunk) {
+      size_t n = l->seg_len - j < chunk ? l->seg_len - j : chunk;
+      const char *p = elem(x, base + j);
+      double count = (double)n;
+      /* One pass around a shift K near the mean (the mean of the first
+       * few elements): S1 = sum(x - K), S2 = sum((x - K)^2), M2 = S2 -
+       * S1^2 / n. Each lane accumulator sums at most n / 4 terms, so S2
+       * and S1^2 / n carry relative errors below n / 4 * 2^-53 (2.3e-13
+       * for the largest chunk, 8192 halves; a bound rarely approached)
+       * and M2 at most twice that while S2 <= 2 * M2, i.e. while
+       * K is within one standard deviation of the mean (random data:
+       * almost always). Otherwise (an outlier among the first elements,
+       * NaN, Inf) the chunk gets the corrected two-pass from L1. */
+      size_t head = n < 32 ? n : 32;
+      double mu = k->sum[x->dtype](p, head) / (double)head;
+      double c[2]; /* sum(x - mu), sum((x - mu)^2) */
+      k->centered[x->dtype](p, n, mu, c);
+      double m = c[1] - c[0] * c[0] / count;
+      if (!(c[1] <= 2.0 * m)) {
+        mu += c[0] / count;
+        k->centered[x->dtype](p, n, mu, c);
+        m = c[1] - c[0] * c[0] / count;
+      }
+      if (acc.count == 0) shift = mu;
+      /* c[0] / count is what mu misses of the chunk's mean. */
+      norm_moments_t part = {count, (mu - shift) + c[0] / count, m < 0 ? 0 : m};
+      norm_moments_merge(&acc, &part); /* NaN passes through */
     }
-  })
-  /* dev is the rounding error of mu times count; fold it back in. */
-  *mean = mu + dev / count;
-  double m = sq - dev * dev / count;
-  *m2 = m < 0 ? 0 : m; /* NaN passes through */
+  }
+  *mean = shift + acc.mean;
+  *m2 = acc.m2;
 }
 
 double engine_sumsq(const norm_tensor_t *x, const layout_t *l, size_t g) {
-  double buf[BLOCK];
+  const kern_t *k = kern_get();
   double sq = 0.0;
-  FOR_EACH_BLOCK(l, g, off, j, n, {
-    (void)j;
-    load_block(x, off, n, buf);
-    for (size_t i = 0; i < n; i++) sq += buf[i] * buf[i];
-  })
+  for (size_t seg = 0; seg < l->nseg; seg++)
+    sq += k->sumsq[x->dtype](
+        elem(x, g * l->group_stride + seg * l->seg_stride), l->seg_len);
   return sq;
 }
 
+void engine_affine_init(affine_t *a, const layout_t *l,
+                        const norm_tensor_t *weight,
+                        const norm_tensor_t *bias) {
+  a->weight = weight;
+  a->bias = bias;
+  a->w = a->b = NULL;
+  if (l->affine_period != 1) return; /* one entry per run: read as scalars */
+  const kern_t *k = kern_get();
+  const norm_tensor_t *t[2] = {weight, bias};
+  double *buf[2] = {a->wbuf, a->bbuf};
+  const double **out[2] = {&a->w, &a->b};
+  for (int i = 0; i < 2; i++) {
+    size_t n;
+    if (t[i] == NULL || norm_tensor_check(t[i], &n, NULL) != NORM_OK) continue;
+    if (t[i]->dtype == NORM_F64) {
+      *out[i] = t[i]->data;
+    } else if (n <= ENGINE_PREP) {
+      k->to_double[t[i]->dtype](t[i]->data, n, buf[i]);
+      *out[i] = buf[i];
+    }
+  }
+}
+
+/* Weight or bias entries [at, at + n) as doubles: prepared, or converted
+ * into tmp; NULL when the tensor is absent. */
+static const double *affine_slice(const kern_t *k, const norm_tensor_t *t,
+                                  const double *prepared, size_t at, size_t n,
+                                  double *tmp) {
+  if (t == NULL) return NULL;
+  if (prepared) return prepared + at;
+  k->to_double[t->dtype](elem(t, at), n, tmp);
+  return tmp;
+}
+
 void engine_apply(const norm_tensor_t *x, norm_tensor_t *y, const layout_t *l,
-                  size_t g, double shift, double scale,
-                  const norm_tensor_t *weight, const norm_tensor_t *bias) {
-  double buf[BLOCK], w[BLOCK], b[BLOCK];
-  FOR_EACH_BLOCK(l, g, off, j, n, {
-    load_block(x, off, n, buf);
-    affine_block(weight, l, g, j, n, 1.0, w);
-    affine_block(bias, l, g, j, n, 0.0, b);
-    for (size_t i = 0; i < n; i++) buf[i] = (buf[i] - shift) * scale * w[i] + b[i];
-    store_block(y, off, n, buf);
-  })
+                  size_t g, double shift, double scale, const affine_t *a) {
+  const kern_t *k = kern_get();
+  size_t first = (g % l->affine_mod) * l->affine_mul;
+  int per_element = l->affine_period == 1 && (a->weight || a->bias);
+  for (size_t seg = 0; seg < l->nseg; seg++) {
+    size_t base = g * l->group_stride + seg * l->seg_stride;
+    if (per_element) {
+      int whole = (a->weight == NULL || a->w) && (a->bias == NULL || a->b);
+      size_t step = whole ? l->seg_len : WBLOCK;
+      double wtmp[WBLOCK], btmp[WBLOCK];
+      for (size_t j = 0; j < l->seg_len; j += step) {
+        size_t n = l->seg_len - j < step ? l->seg_len - j : step;
+        const double *w = affine_slice(k, a->weight, a->w, first + j, n, wtmp);
+        const double *b = affine_slice(k, a->bias, a->b, first + j, n, btmp);
+        k->affine[x->dtype][y->dtype](elem(x, base + j),
+                                      (char *)elem(y, base + j), n, shift,
+                                      scale, w, b);
+      }
+      continue;
+    }
+    /* runs of one weight / bias entry (the whole segment without them) */
+    int plain = a->weight == NULL && a->bias == NULL;
+    for (size_t j = 0; j < l->seg_len;) {
+      size_t kk = plain ? 0 : j / l->affine_period;
+      size_t run = plain ? l->seg_len : (kk + 1) * l->affine_period - j;
+      if (run > l->seg_len - j) run = l->seg_len - j;
+      double w = a->weight ? norm_tensor_get(a->weight, first + kk) : 1.0;
+      double b = a->bias ? norm_tensor_get(a->bias, first + kk) : 0.0;
+      k->axpb[x->dtype][y->dtype](elem(x, base + j), (char *)elem(y, base + j),
+                                  run, shift, scale * w, b);
+      j += run;
+    }
+  }
 }
 
 double engine_rstd(double var, double eps) { return 1.0 / sqrt(var + eps); }
@@ -192,13 +192,15 @@ void engine_standardize(const norm_tensor_t *x, norm_tensor_t *y,
                         const norm_tensor_t *weight, const norm_tensor_t *bias,
                         const norm_stats_t *stats) {
   double divisor = (double)layout_count(l) - ddof; /* 0 -> NaN var, as torch */
+  affine_t aff;
+  engine_affine_init(&aff, l, weight, bias);
   for (size_t g = begin; g < end; g++) {
     double mean, m2;
     engine_moments(x, l, g, &mean, &m2);
     double var = m2 / divisor;
     double rstd = placement == NORM_EPS_INSIDE_SQRT ? engine_rstd(var, eps)
                                                     : 1.0 / (sqrt(var) + eps);
-    engine_apply(x, y, l, g, mean, engine_scale(var, eps, rstd), weight, bias);
+    engine_apply(x, y, l, g, mean, engine_scale(var, eps, rstd), &aff);
     stats_put(stats, g, mean, var, rstd);
   }
 }

@@ -3,9 +3,10 @@
  * Each normalization is described by a layout_t: which elements form
  * normalization group g, and which weight/bias entry each element uses.
  * The engine then runs the same passes for all of them: moments of a group
- * (two passes in double), and y = (x - shift) * scale * w + b over a group.
- * Data moves through small stack blocks of doubles, so any dtype mix works
- * and nothing allocates. Not part of the public API.
+ * (two passes in double over each cache-sized chunk), and
+ * y = (x - shift) * scale * w + b over a group. The inner loops are the
+ * vectorized ones of kern.h (AVX-512 / AVX2 / baseline, chosen at run
+ * time), for any dtype mix; nothing allocates. Not part of the public API.
  */
 #ifndef NORM_ENGINE_H
 #define NORM_ENGINE_H
@@ -36,17 +37,34 @@ layout_t layout_channels(const norm_tensor_t *x); /* batch norm: group = c */
 layout_t layout_groups(const norm_tensor_t *x, size_t num_groups);
 layout_t layout_instances(const norm_tensor_t *x);
 
-/* Mean and M2 = sum((x - mean)^2) of group g, in double (corrected two-pass:
- * the second pass also subtracts the rounding error of the mean). */
+/* Mean and M2 = sum((x - mean)^2) of group g, in double. Chunk by chunk
+ * (a chunk is at most 16 KiB, so it stays in L1 between its passes): sum,
+ * then the centered sums with the rounding error of the mean folded back
+ * in (corrected two-pass); chunks merge with Chan's formula. x is read
+ * from memory once. */
 void engine_moments(const norm_tensor_t *x, const layout_t *l, size_t g,
                     double *mean, double *m2);
 /* sum(x^2) of group g, in double. */
 double engine_sumsq(const norm_tensor_t *x, const layout_t *l, size_t g);
-/* y = (x - shift) * scale * w + b over group g; weight/bias may be NULL
- * (w = 1, b = 0). */
+
+/* Weight and bias of one kernel call. When each element has its own entry
+ * (affine_period 1: layer and RMS norm), vectors of up to ENGINE_PREP
+ * entries are converted to double once here rather than once per group;
+ * float64 ones are used in place. 64 KiB: lives on the caller's stack. */
+enum { ENGINE_PREP = 4096 };
+typedef struct {
+  const norm_tensor_t *weight, *bias; /* NULL: w = 1, b = 0 */
+  const double *w, *b;                /* prepared entries, or NULL */
+  double wbuf[ENGINE_PREP], bbuf[ENGINE_PREP];
+} affine_t;
+void engine_affine_init(affine_t *a, const layout_t *l,
+                        const norm_tensor_t *weight, const norm_tensor_t *bias);
+
+/* y = (x - shift) * scale * w + b over group g. The group was usually just
+ * read by engine_moments, so for a group that fits in L2 this pass reads
+ * it from cache, not memory. */
 void engine_apply(const norm_tensor_t *x, norm_tensor_t *y, const layout_t *l,
-                  size_t g, double shift, double scale,
-                  const norm_tensor_t *weight, const norm_tensor_t *bias);
+                  size_t g, double shift, double scale, const affine_t *a);
 
 /* The standardizing loop shared by layer, group and instance norm: for each
  * group g in [begin, end), var = M2 / (count - ddof), rstd from eps and its

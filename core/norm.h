@@ -276,6 +276,13 @@ int64_t norm_moments_groups(const norm_tensor_t *x,
  * acc's and part's samples. An empty side (count 0) leaves the other. */
 void norm_moments_merge(norm_moments_t *acc, const norm_moments_t *part);
 
+/* ---- implementation ------------------------------------------------------ */
+
+/* The instruction set the kernels run with: "avx512", "avx2" or "base".
+ * Chosen once from the CPU (the environment variable NORM_SIMD may name a
+ * lower supported one, for tests and benchmarks). Thread-safe. */
+const char *norm_simd_name(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -30,11 +30,12 @@ int norm_rms_rows(const norm_tensor_t *x, const norm_tensor_t *weight,
   if (err != NORM_OK) return err;
   layout_t l = layout_rows(x, p->normalized_ndim);
   if ((err = check_range(begin, end, l.groups)) != NORM_OK) return err;
+  affine_t aff;
+  engine_affine_init(&aff, &l, weight, NULL);
   for (size_t g = begin; g < end; g++) {
     double ms = engine_sumsq(x, &l, g) / (double)layout_count(&l);
     double rstd = engine_rstd(ms, p->eps);
-    engine_apply(x, y, &l, g, 0.0, engine_scale(ms, p->eps, rstd), weight,
-                 NULL);
+    engine_apply(x, y, &l, g, 0.0, engine_scale(ms, p->eps, rstd), &aff);
     if (stats && stats->rms) stats->rms[g] = sqrt(ms);
     if (stats && stats->rstd) stats->rstd[g] = rstd;
   }

@@ -1,0 +1,56 @@
+/* kern.h -- internal: the vectorized inner loops under engine.c.
+ *
+ * A kern_t is one table of loops over a contiguous run of n elements, for
+ * every input dtype (and every input x output dtype pair where a loop
+ * writes). Three tables are built from one source (kern_impl.h) with
+ * different target ISAs: kern_avx512 (x86-64-v4), kern_avx2 (x86-64-v3:
+ * AVX2, FMA, F16C) and kern_base (baseline x86-64, or any other CPU).
+ * kern_get() picks the best one the CPU and OS support, once.
+ *
+ * Numerics: every loop converts elements to double and accumulates in
+ * double lanes (several independent accumulators, summed at the end), so
+ * only the summation order differs from a scalar loop. Half-precision
+ * outputs are rounded from double once (round-to-odd to float, then RNE),
+ * bit-identical to norm_f16_from_double / norm_bf16_from_double.
+ * Not part of the public API.
+ */
+#ifndef NORM_KERN_H
+#define NORM_KERN_H
+
+#include <stddef.h>
+
+#include "norm.h"
+
+#define KDT NORM_DTYPE_COUNT
+
+typedef struct {
+  const char *name; /* "avx512", "avx2", "base" */
+  /* sum(x) */
+  double (*sum[KDT])(const void *x, size_t n);
+  /* sum(x^2) */
+  double (*sumsq[KDT])(const void *x, size_t n);
+  /* out[0] = sum(x - mu), out[1] = sum((x - mu)^2) */
+  void (*centered[KDT])(const void *x, size_t n, double mu, double out[2]);
+  /* dst[i] = x[i] as double */
+  void (*to_double[KDT])(const void *x, size_t n, double *dst);
+  /* y = (x - shift) * a + c, indexed [x dtype][y dtype] */
+  void (*axpb[KDT][KDT])(const void *x, void *y, size_t n, double shift,
+                         double a, double c);
+  /* y = (x - shift) * scale * w[i] + b[i]; w or b (not both) may be NULL */
+  void (*affine[KDT][KDT])(const void *x, void *y, size_t n, double shift,
+                           double scale, const double *w, const double *b);
+} kern_t;
+
+extern const kern_t kern_base;
+#if defined(__x86_64__) && defined(__GNUC__)
+#define KERN_X86 1
+extern const kern_t kern_avx2;
+extern const kern_t kern_avx512;
+#endif
+
+/* The table for this CPU: the best supported, unless the environment
+ * variable NORM_SIMD names a supported lower one ("base", "avx2",
+ * "avx512"; for tests and benchmarks). Chosen on first use; thread-safe. */
+const kern_t *kern_get(void);
+
+#endif

@@ -1,0 +1,356 @@
+/* kern_impl.h -- the loops of kern.h, written once with GCC vector
+ * extensions and compiled once per target ISA. The including file sets:
+ *   VW          double lanes per vector (8 for AVX-512, 4 for AVX2, 2 base)
+ *   KFN(name)   a per-ISA name for each loop
+ *   KERN_F16C   1 when F16C conversions may be used
+ *   KERN_TABLE  the kern_t to define
+ * and any `#pragma GCC target` before including this (and so before the
+ * intrinsics headers). Every helper is static and always inlined, so no
+ * vector type crosses a function boundary (no ABI question).
+ *
+ * Each loop handles 4 * VW elements per step with 4 independent
+ * accumulators, then VW at a time, then a scalar tail that uses the same
+ * formulas and the same conversions as the vector body.
+ */
+#include <stdint.h>
+#include <string.h>
+
+#if KERN_F16C
+#include <immintrin.h>
+#endif
+
+#include "kern.h"
+
+#define KINLINE static inline __attribute__((always_inline))
+
+typedef double vd __attribute__((vector_size(VW * 8)));
+typedef int64_t vl __attribute__((vector_size(VW * 8)));
+typedef float vf __attribute__((vector_size(VW * 4)));
+typedef int32_t vi __attribute__((vector_size(VW * 4)));
+typedef uint32_t vu __attribute__((vector_size(VW * 4)));
+typedef uint16_t vh __attribute__((vector_size(VW * 2)));
+
+/* float lanes <-> double lanes (GCC 12 splits the generic 512-bit form). */
+KINLINE vd f2d(vf f) {
+#if KERN_F16C && VW == 8
+  return (vd)_mm512_cvtps_pd((__m256)f);
+#elif KERN_F16C && VW == 4
+  return (vd)_mm256_cvtps_pd((__m128)f);
+#else
+  return __builtin_convertvector(f, vd);
+#endif
+}
+
+/* ---- loads: VW elements of a dtype -> VW doubles -------------------------- */
+
+KINLINE vd ld_f32(const float *p) {
+  vf f;
+  memcpy(&f, p, sizeof f);
+  return f2d(f);
+}
+
+KINLINE vd ld_f64(const double *p) {
+  vd d;
+  memcpy(&d, p, sizeof d);
+  return d;
+}
+
+KINLINE vd ld_bf16(const uint16_t *p) {
+  vu u;
+#if KERN_F16C && VW == 8
+  u = (vu)_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
+#elif KERN_F16C && VW == 4
+  u = (vu)_mm_cvtepu16_epi32(_mm_loadl_epi64((const __m128i *)p));
+#else
+  vh h;
+  memcpy(&h, p, sizeof h);
+  u = __builtin_convertvector(h, vu);
+#endif
+  return f2d((vf)(u << 16));
+}
+
+KINLINE vd ld_f16(const uint16_t *p) {
+  vf f;
+#if KERN_F16C && VW == 8
+  f = (vf)_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+#elif KERN_F16C && VW == 4
+  f = (vf)_mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)p));
+#else
+  for (int i = 0; i < VW; i++) f[i] = norm_float_from_f16(p[i]);
+#endif
+  return f2d(f);
+}
+
+/* ---- stores: VW doubles -> a dtype, rounded once -------------------------- */
+
+KINLINE void st_f32(float *p, vd v) {
+  vf f = __builtin_convertvector(v, vf);
+  memcpy(p, &f, sizeof f);
+}
+
+KINLINE void st_f64(double *p, vd v) { memcpy(p, &v, sizeof v); }
+
+/* Float bits of v rounded to odd: round to nearest, step one unit toward
+ * zero where that overshot |v|, and set the last bit if inexact (as
+ * float_round_to_odd in dtype.c; a NaN may gain a low payload bit, which
+ * no half format keeps). */
+KINLINE vu round_odd(vd v) {
+#if KERN_F16C && VW == 8 /* AVX-512: truncate, then mark inexact lanes */
+  __m256 t = _mm512_cvt_roundpd_ps((__m512d)v,
+                                   _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+  __mmask8 k = _mm512_cmp_pd_mask(_mm512_cvtps_pd(t), (__m512d)v,
+                                  _CMP_NEQ_UQ);
+  __m256i u = _mm256_castps_si256(t);
+  return (vu)_mm256_mask_or_epi32(u, k, u, _mm256_set1_epi32(1));
+#else
+  vf f = __builtin_convertvector(v, vf);
+  vd back = f2d(f);
+  const vl abs_mask = (vl){0} + INT64_MAX;
+  vl over = (vl)((vd)((vl)back & abs_mask) > (vd)((vl)v & abs_mask));
+  vl inexact = (vl)(back != v);
+  vu u = (vu)f;
+  u += (vu)__builtin_convertvector(over, vi); /* -1 where it overshot */
+  u |= (vu)__builtin_convertvector(inexact, vi) & 1u;
+  return u;
+#endif
+}
+
+/* Does any lane of m have a bit set? */
+KINLINE int any_set(vu m) {
+#if KERN_F16C && VW == 8
+  return !_mm256_testz_si256((__m256i)m, (__m256i)m);
+#elif KERN_F16C && VW == 4
+  return !_mm_testz_si128((__m128i)m, (__m128i)m);
+#else
+  uint32_t acc = 0;
+  for (int i = 0; i < VW; i++) acc |= m[i];
+  return acc != 0;
+#endif
+}
+
+/* Half outputs are rounded from double once. Rounding to float first (to
+ * nearest) and then to the half format gives the same result unless the
+ * float lands exactly on a midpoint of the half format (the one case where
+ * double rounding can differ); only vectors with such a lane take the
+ * round-to-odd path, which is exact always. For bfloat16 the midpoint test
+ * is exact (low 16 bits 0x8000); for float16 it is a superset (low 12 bits
+ * zero covers the midpoints of normal and subnormal halves alike). */
+KINLINE vu bf16_from_float_bits(vu u) {
+  vu nan = (vu)((vf)u != (vf)u);
+  vu hi = u >> 16;
+  vu r = (u + 0x7FFFu + (hi & 1u)) >> 16;
+  return ((hi | 0x40u) & nan) | (r & ~nan);
+}
+
+KINLINE void st_bf16(uint16_t *p, vd v) {
+  vu u = (vu)__builtin_convertvector(v, vf);
+  if (__builtin_expect(any_set((vu)((u & 0xFFFFu) == 0x8000u)), 0))
+    u = round_odd(v);
+  vh h = __builtin_convertvector(bf16_from_float_bits(u), vh);
+  memcpy(p, &h, sizeof h);
+}
+
+KINLINE void st_f16(uint16_t *p, vd v) {
+  vu u = (vu)__builtin_convertvector(v, vf);
+  if (__builtin_expect(any_set((vu)((u & 0xFFFu) == 0)), 0)) u = round_odd(v);
+#if KERN_F16C && VW == 8
+  _mm_storeu_si128((__m128i *)p,
+                   _mm256_cvtps_ph((__m256)u, _MM_FROUND_TO_NEAREST_INT |
+                                                  _MM_FROUND_NO_EXC));
+#elif KERN_F16C && VW == 4
+  _mm_storel_epi64((__m128i *)p,
+                   _mm_cvtps_ph((__m128)u, _MM_FROUND_TO_NEAREST_INT |
+                                               _MM_FROUND_NO_EXC));
+#else
+  vf f = (vf)u;
+  for (int i = 0; i < VW; i++) p[i] = norm_f16_from_float(f[i]);
+#endif
+}
+
+/* ---- scalar element access for the tails ---------------------------------- */
+
+KINLINE double e_f32(const float *p) { return *p; }
+KINLINE double e_f64(const double *p) { return *p; }
+KINLINE double e_bf16(const uint16_t *p) { return norm_float_from_bf16(*p); }
+KINLINE double e_f16(const uint16_t *p) { return norm_float_from_f16(*p); }
+KINLINE void s_f32(float *p, double v) { *p = (float)v; }
+KINLINE void s_f64(double *p, double v) { *p = v; }
+KINLINE void s_bf16(uint16_t *p, double v) { *p = norm_bf16_from_double(v); }
+KINLINE void s_f16(uint16_t *p, double v) { *p = norm_f16_from_double(v); }
+
+/* a * b + c, fused where the ISA has it */
+KINLINE vd vfma(vd a, vd b, vd c) {
+#if KERN_F16C && VW == 8
+  return (vd)_mm512_fmadd_pd((__m512d)a, (__m512d)b, (__m512d)c);
+#elif KERN_F16C && VW == 4
+  return (vd)_mm256_fmadd_pd((__m256d)a, (__m256d)b, (__m256d)c);
+#else
+  return a * b + c;
+#endif
+}
+
+KINLINE double hsum(vd v) {
+  double s = 0.0;
+  for (int i = 0; i < VW; i++) s += v[i];
+  return s;
+}
+
+/* ---- reductions, one set per input dtype ---------------------------------- */
+
+#define DEF_READ(dt, T)                                                        \
+  static double KFN(sum_##dt)(const void *xv, size_t n) {                      \
+    const T *x = xv;                                                           \
+    vd a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};                                 \
+    size_t i = 0;                                                              \
+    for (; i + 4 * VW <= n; i += 4 * VW) {                                     \
+      a0 += ld_##dt(x + i);                                                    \
+      a1 += ld_##dt(x + i + VW);                                               \
+      a2 += ld_##dt(x + i + 2 * VW);                                           \
+      a3 += ld_##dt(x + i + 3 * VW);                                           \
+    }                                                                          \
+    for (; i + VW <= n; i += VW) a0 += ld_##dt(x + i);                         \
+    double s = hsum((a0 + a1) + (a2 + a3));                                    \
+    for (; i < n; i++) s += e_##dt(x + i);                                     \
+    return s;                                                                  \
+  }                                                                            \
+  static double KFN(sumsq_##dt)(const void *xv, size_t n) {                    \
+    const T *x = xv;                                                           \
+    vd a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};                                 \
+    size_t i = 0;                                                              \
+    for (; i + 4 * VW <= n; i += 4 * VW) {                                     \
+      vd v0 = ld_##dt(x + i), v1 = ld_##dt(x + i + VW);                        \
+      vd v2 = ld_##dt(x + i + 2 * VW), v3 = ld_##dt(x + i + 3 * VW);           \
+      a0 += v0 * v0;                                                           \
+      a1 += v1 * v1;                                                           \
+      a2 += v2 * v2;                                                           \
+      a3 += v3 * v3;                                                           \
+    }                                                                          \
+    for (; i + VW <= n; i += VW) {                                             \
+      vd v = ld_##dt(x + i);                                                   \
+      a0 += v * v;                                                             \
+    }                                                                          \
+    double s = hsum((a0 + a1) + (a2 + a3));                                    \
+    for (; i < n; i++) {                                                       \
+      double v = e_##dt(x + i);                                                \
+      s += v * v;                                                              \
+    }                                                                          \
+    return s;                                                                  \
+  }                                                                            \
+  static void KFN(centered_##dt)(const void *xv, size_t n, double mu,          \
+                                 double out[2]) {                              \
+    const T *x = xv;                                                           \
+    vd d0 = {0}, d1 = {0}, q0 = {0}, q1 = {0};                                 \
+    size_t i = 0;                                                              \
+    for (; i + 2 * VW <= n; i += 2 * VW) {                                     \
+      vd v0 = ld_##dt(x + i) - mu, v1 = ld_##dt(x + i + VW) - mu;              \
+      d0 += v0;                                                                \
+      d1 += v1;                                                                \
+      q0 += v0 * v0;                                                           \
+      q1 += v1 * v1;                                                           \
+    }                                                                          \
+    for (; i + VW <= n; i += VW) {                                             \
+      vd v = ld_##dt(x + i) - mu;                                              \
+      d0 += v;                                                                 \
+      q0 += v * v;                                                             \
+    }                                                                          \
+    double dev = hsum(d0 + d1), sq = hsum(q0 + q1);                            \
+    for (; i < n; i++) {                                                       \
+      double v = e_##dt(x + i) - mu;                                           \
+      dev += v;                                                                \
+      sq += v * v;                                                             \
+    }                                                                          \
+    out[0] = dev;                                                              \
+    out[1] = sq;                                                               \
+  }                                                                            \
+  static void KFN(to_double_##dt)(const void *xv, size_t n, double *dst) {     \
+    const T *x = xv;                                                           \
+    size_t i = 0;                                                              \
+    for (; i + VW <= n; i += VW) st_f64(dst + i, ld_##dt(x + i));              \
+    for (; i < n; i++) dst[i] = e_##dt(x + i);                                 \
+  }
+
+DEF_READ(f32, float)
+DEF_READ(f64, double)
+DEF_READ(f16, uint16_t)
+DEF_READ(bf16, uint16_t)
+
+/* ---- y = f(x), one pair of loops per (input, output) dtype ---------------- */
+
+#define DEF_WRITE(xt, XT, yt, YT)                                              \
+  static void KFN(axpb_##xt##_##yt)(const void *xv, void *yv, size_t n,        \
+                                    double shift, double a, double c) {        \
+    const XT *x = xv;                                                          \
+    YT *y = yv;                                                                \
+    size_t i = 0;                                                              \
+    const vd va = (vd){0} + a, vc = (vd){0} + c;                               \
+    for (; i + 2 * VW <= n; i += 2 * VW) {                                     \
+      vd v0 = ld_##xt(x + i), v1 = ld_##xt(x + i + VW);                        \
+      st_##yt(y + i, vfma(v0 - shift, va, vc));                                \
+      st_##yt(y + i + VW, vfma(v1 - shift, va, vc));                           \
+    }                                                                          \
+    for (; i + VW <= n; i += VW)                                               \
+      st_##yt(y + i, vfma(ld_##xt(x + i) - shift, va, vc));                    \
+    for (; i < n; i++) s_##yt(y + i, (e_##xt(x + i) - shift) * a + c);         \
+  }                                                                            \
+  static void KFN(affine_##xt##_##yt)(const void *xv, void *yv, size_t n,      \
+                                      double shift, double scale,              \
+                                      const double *w, const double *b) {      \
+    const XT *x = xv;                                                          \
+    YT *y = yv;                                                                \
+    size_t i = 0;                                                              \
+    if (w && b) {                                                              \
+      for (; i + VW <= n; i += VW)                                             \
+        st_##yt(y + i, vfma((ld_##xt(x + i) - shift) * scale, ld_f64(w + i),   \
+                            ld_f64(b + i)));                                   \
+      for (; i < n; i++)                                                       \
+        s_##yt(y + i, (e_##xt(x + i) - shift) * scale * w[i] + b[i]);          \
+    } else if (w) {                                                            \
+      for (; i + VW <= n; i += VW)                                             \
+        st_##yt(y + i, (ld_##xt(x + i) - shift) * scale * ld_f64(w + i));      \
+      for (; i < n; i++)                                                       \
+        s_##yt(y + i, (e_##xt(x + i) - shift) * scale * w[i]);                 \
+    } else {                                                                   \
+      for (; i + VW <= n; i += VW)                                             \
+        st_##yt(y + i, vfma(ld_##xt(x + i) - shift, (vd){0} + scale,            \
+                            ld_f64(b + i)));                                   \
+      for (; i < n; i++)                                                       \
+        s_##yt(y + i, (e_##xt(x + i) - shift) * scale + b[i]);                 \
+    }                                                                          \
+  }
+
+#define DEF_WRITE_FROM(xt, XT)                                                 \
+  DEF_WRITE(xt, XT, f32, float)                                                \
+  DEF_WRITE(xt, XT, f64, double)                                               \
+  DEF_WRITE(xt, XT, f16, uint16_t)                                             \
+  DEF_WRITE(xt, XT, bf16, uint16_t)
+
+DEF_WRITE_FROM(f32, float)
+DEF_WRITE_FROM(f64, double)
+DEF_WRITE_FROM(f16, uint16_t)
+DEF_WRITE_FROM(bf16, uint16_t)
+
+/* ---- the table ------------------------------------------------------------ */
+
+#define KROW(op, xt)                                                           \
+  [NORM_F32] = KFN(op##_##xt##_f32), [NORM_F64] = KFN(op##_##xt##_f64),        \
+  [NORM_F16] = KFN(op##_##xt##_f16), [NORM_BF16] = KFN(op##_##xt##_bf16)
+#define KMAT(op)                                                               \
+  {                                                                            \
+    [NORM_F32] = {KROW(op, f32)}, [NORM_F64] = {KROW(op, f64)},                \
+    [NORM_F16] = {KROW(op, f16)}, [NORM_BF16] = {KROW(op, bf16)},              \
+  }
+#define KVEC(op)                                                               \
+  {                                                                            \
+    [NORM_F32] = KFN(op##_f32), [NORM_F64] = KFN(op##_f64),                    \
+    [NORM_F16] = KFN(op##_f16), [NORM_BF16] = KFN(op##_bf16),                  \
+  }
+
+const kern_t KERN_TABLE = {
+    .name = KERN_NAME,
+    .sum = KVEC(sum),
+    .sumsq = KVEC(sumsq),
+    .centered = KVEC(centered),
+    .to_double = KVEC(to_double),
+    .axpb = KMAT(axpb),
+    .affine = KMAT(affine),
+};
