@@ -1,10 +1,15 @@
 /* compute.c -- the bridge from a request_t to core/: allocates outputs and
  * statistics, calls the kernel for the op, and derives output statistics
- * (the "mean 0, variance 1" check) with norm_moments over the same groups. */
+ * (the "mean 0, variance 1" check) with norm_moments over the same groups.
+ * A large tensor is split by group ranges across the compute pool. */
 #include "compute.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include "cpool.h"
 
 #include "explain.h"
 #include "metrics.h"
@@ -22,6 +27,77 @@ static void stats_shape_prefix(result_t *res, const norm_tensor_t *x, int keep) 
   for (int i = 0; i < keep; i++) res->stats_shape[i] = x->shape[i];
 }
 
+/* ---- one large request across every core ---------------------------------
+ * Inputs of at least SPLIT_BYTES run as ranges of groups (rows, channels,
+ * (n, g) or (n, c) pairs) on the compute pool, the calling worker taking
+ * its share (cpool.c explains why that cannot deadlock); smaller ones run
+ * on the worker alone, with no split overhead. Groups are independent, and
+ * batch norm's running statistics are per channel, so ranges never write
+ * the same element. The pool has as many threads as the libuv pool
+ * (config `threads`, which pool_start() publishes as UV_THREADPOOL_SIZE). */
+enum { SPLIT_BYTES = 1 << 20 };
+
+static pthread_once_t split_once = PTHREAD_ONCE_INIT;
+static cpool_t *split_pool; /* NULL: everything runs on the caller */
+
+static void split_pool_start(void) {
+  const char *env = getenv("UV_THREADPOOL_SIZE");
+  long n = env ? strtol(env, NULL, 10) : 0;
+  if (n < 1) n = sysconf(_SC_NPROCESSORS_ONLN);
+  split_pool = cpool_start(n < 1 ? 1 : n > 1024 ? 1024 : (int)n);
+}
+
+/* One kernel call over a range of groups. */
+typedef struct {
+  op_t op;
+  request_t *req;
+  const norm_tensor_t *x, *w, *b;
+  norm_tensor_t *rm, *rv, *y;
+  const norm_stats_t *st;
+  const norm_moments_params_t *mp; /* moments: layout and output */
+  norm_moments_t *m;
+} split_t;
+
+static int split_range(void *arg, size_t begin, size_t end) {
+  split_t *s = arg;
+  request_t *r = s->req;
+  if (s->m != NULL) return norm_moments_rows(s->x, s->mp, s->m, begin, end);
+  switch (s->op) {
+  case OP_LAYER:
+    return norm_layer_rows(s->x, s->w, s->b, &r->layer, s->y, s->st, begin, end);
+  case OP_RMS: return norm_rms_rows(s->x, s->w, &r->rms, s->y, s->st, begin, end);
+  case OP_BATCH:
+    return norm_batch_rows(s->x, s->w, s->b, s->rm, s->rv, &r->batch, s->y,
+                           s->st, begin, end);
+  case OP_GROUP:
+    return norm_group_rows(s->x, s->w, s->b, &r->group, s->y, s->st, begin, end);
+  case OP_INSTANCE:
+    return norm_instance_rows(s->x, s->w, s->b, &r->instance, s->y, s->st,
+                              begin, end);
+  default: return NORM_E_ARG;
+  }
+}
+
+/* Runs s over groups [0, groups) of an input of `bytes` bytes. */
+static int split_run(split_t *s, size_t groups, size_t bytes) {
+  if (bytes < SPLIT_BYTES || groups < 2) return split_range(s, 0, groups);
+  pthread_once(&split_once, split_pool_start);
+  size_t parts = 2 * (size_t)cpool_threads(split_pool); /* evens out stragglers */
+  return cpool_run(split_pool, groups, parts, split_range, s);
+}
+
+static size_t tensor_bytes(const norm_tensor_t *t) {
+  size_t n = 0;
+  return norm_tensor_check(t, NULL, &n) == NORM_OK ? n : 0;
+}
+
+/* norm_moments over all groups, split like the kernels. */
+static int moments_split(const norm_tensor_t *x, const norm_moments_params_t *mp,
+                         norm_moments_t *out, size_t groups) {
+  split_t s = {.x = x, .mp = mp, .m = out};
+  return split_run(&s, groups, tensor_bytes(x));
+}
+
 /* Output statistics: the output viewed as rows of `row_ndim` trailing dims,
  * or per channel for batch norm. */
 static int output_moments(result_t *res, const norm_tensor_t *view,
@@ -33,7 +109,7 @@ static int output_moments(result_t *res, const norm_tensor_t *view,
     free(m);
     return problem_set(prob, 500, "out_of_memory", NULL, "out of memory");
   }
-  int err = norm_moments(view, &mp, m);
+  int err = moments_split(view, &mp, m, res->ngroups);
   for (size_t g = 0; err == NORM_OK && g < res->ngroups; g++) {
     res->out_mean[g] = m[g].mean;
     res->out_var[g] = m[g].m2 / m[g].count;
@@ -104,7 +180,7 @@ int compute_run(request_t *req, result_t *res, problem_t *prob) {
     res->moments = malloc(res->ngroups * sizeof *res->moments);
     if (res->moments == NULL)
       return problem_set(prob, 500, "out_of_memory", NULL, "out of memory");
-    err = norm_moments(x, &req->moments, res->moments);
+    err = moments_split(x, &req->moments, res->moments, res->ngroups);
     if (err != NORM_OK) return problem_from_norm(prob, err, "input");
     metrics_add_elements("moments", numel);
     return 0;
@@ -124,16 +200,19 @@ int compute_run(request_t *req, result_t *res, problem_t *prob) {
   res->rstd = alloc_doubles(res->ngroups, prob);
   if (prob->status) return -1;
   norm_stats_t st = {res->mean, res->var, res->rstd, res->rms};
+  split_t split = {.op = req->op, .req = req, .x = x, .w = w, .b = b,
+                   .y = &res->output, .st = &st};
+  size_t in_bytes = tensor_bytes(x);
 
   norm_moments_params_t out_layout = {NORM_MOMENTS_ROWS, 1};
   switch (req->op) {
   case OP_LAYER:
-    err = norm_layer(x, w, b, &req->layer, &res->output, &st);
+    err = split_run(&split, res->ngroups, in_bytes);
     stats_shape_prefix(res, x, x->rank - req->layer.normalized_ndim);
     out_layout.normalized_ndim = req->layer.normalized_ndim;
     break;
   case OP_RMS:
-    err = norm_rms(x, w, &req->rms, &res->output, &st);
+    err = split_run(&split, res->ngroups, in_bytes);
     stats_shape_prefix(res, x, x->rank - req->rms.normalized_ndim);
     out_layout.normalized_ndim = req->rms.normalized_ndim;
     break;
@@ -144,20 +223,22 @@ int compute_run(request_t *req, result_t *res, problem_t *prob) {
       req->batch.num_batches_tracked += 1;
       req->batch.cumulative = req->batch_momentum_null;
     }
-    err = norm_batch(x, w, b, rm, rv, &req->batch, &res->output, &st);
+    split.rm = rm;
+    split.rv = rv;
+    err = split_run(&split, res->ngroups, in_bytes);
     res->stats_rank = 1;
     res->stats_shape[0] = x->shape[1];
     out_layout.layout = NORM_MOMENTS_CHANNELS;
     break;
   }
   case OP_GROUP:
-    err = norm_group(x, w, b, &req->group, &res->output, &st);
+    err = split_run(&split, res->ngroups, in_bytes);
     res->stats_rank = 2;
     res->stats_shape[0] = x->shape[0];
     res->stats_shape[1] = req->group.num_groups;
     break;
   case OP_INSTANCE:
-    err = norm_instance(x, w, b, &req->instance, &res->output, &st);
+    err = split_run(&split, res->ngroups, in_bytes);
     stats_shape_prefix(res, x, 2);
     break;
   default: err = NORM_E_ARG; break;
