@@ -4,8 +4,8 @@
 # Runs apt-get as root, or through sudo when not root.
 set -euo pipefail
 
-build=(gcc make pkg-config libmicrohttpd-dev libjansson-dev libuv1-dev)
-test=("${build[@]}" check python3 python3-pytest prometheus curl)
+build=(gcc make pkg-config libmicrohttpd-dev libjansson-dev libuv1-dev libgnutls28-dev)
+test=("${build[@]}" check python3 python3-pytest prometheus curl openssl)
 bench=("${build[@]}" wrk nginx-light python3-torch python3-numpy curl)
 fixtures=(python3-torch python3-numpy)
 

@@ -30,6 +30,7 @@ typedef struct {
   const char *sdef; /* KEY_STR default */
   str_check_fn check;
   const char *help;
+  int secret; /* never printed (--print-config shows whether it is set) */
 } key_def_t;
 
 #define MEMBER_SIZE(f) sizeof(((config_t *)0)->f)
@@ -44,9 +45,17 @@ typedef struct {
     .size = MEMBER_SIZE(f), .sdef = def, .check = check_, .help = help_        \
   }
 
+#define SECRET_KEY(f, help_)                                                   \
+  {                                                                            \
+    .name = #f, .type = KEY_STR, .off = offsetof(config_t, f),                 \
+    .size = MEMBER_SIZE(f), .sdef = "", .check = NULL, .help = help_,          \
+    .secret = 1                                                                \
+  }
+
 static int check_nonempty(const char *v, char *why, size_t n);
 static int check_log_level(const char *v, char *why, size_t n);
 static int check_cors(const char *v, char *why, size_t n);
+static int check_scope(const char *v, char *why, size_t n);
 
 static const key_def_t keys[] = {
     STR_KEY(host, "0.0.0.0", check_nonempty,
@@ -85,6 +94,17 @@ static const key_def_t keys[] = {
             "directory of the visualizer served at GET /"),
     STR_KEY(openapi_path, "api/openapi.yaml", check_nonempty,
             "file served at GET /openapi.yaml"),
+    STR_KEY(tls_cert, "", NULL,
+            "PEM certificate file: serve HTTPS (with tls_key); \"\" = plain HTTP"),
+    STR_KEY(tls_key, "", NULL, "PEM private key file for tls_cert"),
+    SECRET_KEY(api_keys,
+               "comma-separated API keys (16+ characters each) required as "
+               "Authorization: Bearer <key>; \"\" = no keys (open)"),
+    STR_KEY(api_keys_file, "", NULL,
+            "file of API keys, one per line, plain or sha256:<hex>; '#' comments"),
+    STR_KEY(api_key_scope, "compute", check_scope,
+            "where keys are required: compute (the /v1 and /v2 compute "
+            "routes) or all (every route but health and readiness)"),
 };
 enum { NKEYS = sizeof keys / sizeof keys[0] };
 
@@ -182,6 +202,12 @@ static int check_log_level(const char *v, char *why, size_t n) {
   char b[64];
   return fail(why, n, "must be one of error, warn, info, debug, got \"%s\"",
               shown(v, b, sizeof b));
+}
+
+static int check_scope(const char *v, char *why, size_t n) {
+  char b[64];
+  if (strcmp(v, "compute") == 0 || strcmp(v, "all") == 0) return 0;
+  return fail(why, n, "must be compute or all, got \"%s\"", shown(v, b, sizeof b));
 }
 
 /* "" (CORS off), "*" alone, or origins "http[s]://host[:port]" joined by ','
@@ -413,6 +439,8 @@ void config_print(const config_t *cfg, void *out) {
     fprintf(f, "  \"%s\": ", k->name);
     if (k->type == KEY_INT)
       fprintf(f, "%" PRId64, *int_field_c(cfg, k));
+    else if (k->secret && *str_field_c(cfg, k))
+      print_json_string(f, "(set, hidden)");
     else
       print_json_string(f, str_field_c(cfg, k));
     fputs(i + 1 < NKEYS ? ",\n" : "\n", f);

@@ -28,6 +28,11 @@ typedef struct {
   char log_level[16];        /* "error", "warn", "info" (access log), "debug" */
   char web_root[1024];       /* directory served at GET / */
   char openapi_path[1024];   /* file served at GET /openapi.yaml */
+  char tls_cert[1024];       /* PEM files: HTTPS when both are set */
+  char tls_key[1024];
+  char api_keys[4096];       /* comma-separated; secret: never printed */
+  char api_keys_file[1024];
+  char api_key_scope[16];    /* "compute" or "all" */
 } config_t;
 
 /* Fills *cfg with the defaults. */

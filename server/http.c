@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "auth.h"
 #include "buf.h"
 #include "kserve.h"
 #include "log.h"
@@ -33,6 +34,9 @@
 
 struct server {
   struct MHD_Daemon *mhd;
+  auth_t *auth;        /* API keys; disabled when none are configured */
+  char *tls_cert_pem;  /* kept while MHD runs (it does not copy them) */
+  char *tls_key_pem;
   pool_t *pool;
   const config_t *cfg;
   limits_t limits;
@@ -168,6 +172,9 @@ static enum MHD_Result send_reply(request_state_t *rs) {
   }
   if (r->allow) MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, r->allow);
   if (r->close) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+  if (r->unauthorized)
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
+                            "Bearer realm=\"normd\"");
   if (r->header_length > 0) {
     char n[24];
     snprintf(n, sizeof n, "%lld", (long long)r->header_length);
@@ -479,6 +486,16 @@ static void too_large(request_state_t *rs) {
   rs->reply.close = 1;
 }
 
+/* Whether a route asks for an API key: compute routes, or with scope
+ * "all" every route but liveness and readiness. */
+static int needs_key(const server_t *srv, const route_t *r) {
+  if (!auth_enabled(srv->auth)) return 0;
+  if (strcmp(srv->cfg->api_key_scope, "all") == 0)
+    return r->handler != H_HEALTHZ && r->handler != H_READYZ &&
+           r->handler != H_V2_LIVE && r->handler != H_V2_READY;
+  return r->handler == H_COMPUTE;
+}
+
 /* Decides on the first call, before any body byte is read, whether the
  * request can be answered at once (404, 405, OPTIONS, 413 by
  * Content-Length, 503 while draining, GET routes). */
@@ -503,8 +520,16 @@ static void first_call(request_state_t *rs, const char *url, const char *method)
     rs->reply.allow = rs->route->allow;
     return;
   }
-  if (strcmp(method, "OPTIONS") == 0) {
+  if (strcmp(method, "OPTIONS") == 0) { /* preflights carry no credentials */
     preflight_reply(rs);
+    return;
+  }
+  if (needs_key(srv, rs->route) &&
+      !auth_check(srv->auth, header(rs->mhd_conn, MHD_HTTP_HEADER_AUTHORIZATION))) {
+    problem_now(rs, 401, "unauthorized", "%s",
+                "this route needs an API key: Authorization: Bearer <key>");
+    rs->reply.unauthorized = 1;
+    rs->reply.close = 1; /* answer now; do not read the body */
     return;
   }
   if (rs->route->handler != H_COMPUTE) {
@@ -635,6 +660,31 @@ static int resolve(const char *host, uint16_t port, struct sockaddr_storage *ss,
   return 0;
 }
 
+/* A whole file as a NUL-terminated string (PEM for GnuTLS), or NULL. */
+static char *read_text_file(const char *path) {
+  FILE *f = fopen(path, "rb");
+  char *data = NULL;
+  long size;
+  if (f && fseek(f, 0, SEEK_END) == 0 && (size = ftell(f)) >= 0 &&
+      fseek(f, 0, SEEK_SET) == 0 && (data = malloc((size_t)size + 1)) != NULL) {
+    if (fread(data, 1, (size_t)size, f) == (size_t)size) {
+      data[size] = '\0';
+    } else {
+      free(data);
+      data = NULL;
+    }
+  }
+  if (f) fclose(f);
+  return data;
+}
+
+static void server_free(server_t *srv) {
+  auth_free(srv->auth);
+  free(srv->tls_cert_pem);
+  free(srv->tls_key_pem);
+  free(srv);
+}
+
 server_t *http_start(const config_t *cfg, pool_t *pool, char *err,
                      size_t errlen) {
   server_t *srv = calloc(1, sizeof *srv);
@@ -651,36 +701,70 @@ server_t *http_start(const config_t *cfg, pool_t *pool, char *err,
   int ipv6 = 0;
   if (resolve(cfg->host, (uint16_t)cfg->port, &addr, &ipv6) != 0) {
     snprintf(err, errlen, "cannot resolve host \"%s\"", cfg->host);
-    free(srv);
-    return NULL;
+    goto fail;
   }
+  srv->auth = auth_create(cfg->api_keys, cfg->api_keys_file, err, errlen);
+  if (srv->auth == NULL) goto fail;
+  int tls = cfg->tls_cert[0] != '\0' || cfg->tls_key[0] != '\0';
+  if (tls && (!cfg->tls_cert[0] || !cfg->tls_key[0])) {
+    snprintf(err, errlen, "tls_cert and tls_key go together: set both or neither");
+    goto fail;
+  }
+  if (tls && (srv->tls_cert_pem = read_text_file(cfg->tls_cert)) == NULL) {
+    snprintf(err, errlen, "tls_cert: cannot read %s", cfg->tls_cert);
+    goto fail;
+  }
+  if (tls && (srv->tls_key_pem = read_text_file(cfg->tls_key)) == NULL) {
+    snprintf(err, errlen, "tls_key: cannot read %s", cfg->tls_key);
+    goto fail;
+  }
+
   unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
                    MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC | MHD_USE_ERROR_LOG;
   if (ipv6) flags |= MHD_USE_IPv6;
-  struct MHD_OptionItem opts[] = {
-      {MHD_OPTION_SOCK_ADDR, 0, &addr},
-      {MHD_OPTION_CONNECTION_LIMIT, (intptr_t)cfg->max_connections, NULL},
-      {MHD_OPTION_PER_IP_CONNECTION_LIMIT, (intptr_t)cfg->per_ip_connections, NULL},
-      {MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)cfg->connection_timeout_s, NULL},
-      {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, srv},
-      {MHD_OPTION_UNESCAPE_CALLBACK, (intptr_t)unescape, NULL},
-      {cfg->http_threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END,
-       (intptr_t)cfg->http_threads, NULL},
-      {MHD_OPTION_END, 0, NULL},
-  };
+  if (tls) flags |= MHD_USE_TLS;
+  struct MHD_OptionItem opts[10];
+  int n = 0;
+  opts[n++] = (struct MHD_OptionItem){MHD_OPTION_SOCK_ADDR, 0, &addr};
+  opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_LIMIT,
+                                      (intptr_t)cfg->max_connections, NULL};
+  opts[n++] = (struct MHD_OptionItem){MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+                                      (intptr_t)cfg->per_ip_connections, NULL};
+  opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_TIMEOUT,
+                                      (intptr_t)cfg->connection_timeout_s, NULL};
+  opts[n++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_COMPLETED,
+                                      (intptr_t)on_completed, srv};
+  opts[n++] = (struct MHD_OptionItem){MHD_OPTION_UNESCAPE_CALLBACK,
+                                      (intptr_t)unescape, NULL};
+  if (tls) {
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, srv->tls_cert_pem};
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, srv->tls_key_pem};
+  }
+  if (cfg->http_threads > 1)
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_THREAD_POOL_SIZE,
+                                        (intptr_t)cfg->http_threads, NULL};
+  opts[n++] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
   srv->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_request, srv,
                               MHD_OPTION_ARRAY, opts, MHD_OPTION_END);
   if (srv->mhd == NULL) {
-    snprintf(err, errlen, "cannot listen on %s:%lld (in use, or not permitted)",
+    snprintf(err, errlen, tls ? "cannot listen on %s:%lld (in use, not permitted, "
+                                "or the TLS certificate/key is invalid)"
+                              : "cannot listen on %s:%lld (in use, or not permitted)",
              cfg->host, (long long)cfg->port);
-    free(srv);
-    return NULL;
+    goto fail;
   }
   const union MHD_DaemonInfo *info =
       MHD_get_daemon_info(srv->mhd, MHD_DAEMON_INFO_BIND_PORT);
   srv->port = info ? info->port : (uint16_t)cfg->port;
   return srv;
+
+fail:
+  server_free(srv);
+  return NULL;
 }
+
+int http_tls(const server_t *srv) { return srv->tls_cert_pem != NULL; }
+int http_auth(const server_t *srv) { return auth_enabled(srv->auth); }
 
 uint16_t http_port(const server_t *srv) { return srv->port; }
 
@@ -703,5 +787,5 @@ int http_wait_idle(server_t *srv, double timeout_s) {
 
 void http_stop(server_t *srv) {
   MHD_stop_daemon(srv->mhd);
-  free(srv);
+  server_free(srv);
 }

@@ -16,6 +16,9 @@ typedef struct server server_t;
  * one-line reason in err on failure. */
 server_t *http_start(const config_t *cfg, pool_t *pool, char *err,
                      size_t errlen);
+/* Whether it serves HTTPS / requires API keys (for the startup line). */
+int http_tls(const server_t *srv);
+int http_auth(const server_t *srv);
 /* The bound port (useful with port 0). */
 uint16_t http_port(const server_t *srv);
 /* Readiness turns 503, the listening socket closes; requests already

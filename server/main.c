@@ -63,13 +63,15 @@ int main(int argc, char **argv) {
     return 1;
   }
   log_msg(LOG_WARN,
-          "normd %s (%s) listening on http://%s:%u threads=%lld "
+          "normd %s (%s) listening on %s://%s:%u threads=%lld "
           "http_threads=%lld max_body_bytes=%lld max_elements=%lld "
-          "max_inflight=%lld",
-          NORMD_VERSION, NORMD_REVISION, cfg.host, http_port(srv),
+          "max_inflight=%lld api_keys=%s",
+          NORMD_VERSION, NORMD_REVISION, http_tls(srv) ? "https" : "http",
+          cfg.host, http_port(srv),
           (long long)cfg.threads, (long long)cfg.http_threads,
           (long long)cfg.max_body_bytes, (long long)cfg.max_elements,
-          (long long)cfg.max_inflight);
+          (long long)cfg.max_inflight,
+          http_auth(srv) ? cfg.api_key_scope : "off");
 
   int sig = 0;
   sigwait(&stop_signals, &sig);

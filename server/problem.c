@@ -83,6 +83,7 @@ int problem_from_norm(problem_t *p, int norm_err, const char *field) {
 const char *problem_title(int status) {
   switch (status) {
   case 400: return "Bad Request";
+  case 401: return "Unauthorized";
   case 404: return "Not Found";
   case 405: return "Method Not Allowed";
   case 406: return "Not Acceptable";

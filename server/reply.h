@@ -15,6 +15,7 @@ typedef struct {
   int retry_after_s;        /* > 0: send Retry-After */
   const char *allow;        /* non-NULL: send Allow (405) */
   int close;                /* ask the client to close the connection */
+  int unauthorized;         /* 401: send WWW-Authenticate: Bearer */
   int64_t header_length;    /* > 0: Inference-Header-Content-Length (binary
                                framing: the JSON header's size in body) */
 } reply_t;

@@ -29,7 +29,7 @@ STARTUP_TIMEOUT = 10.0
 HTTP_TIMEOUT = 20.0
 EXIT_TIMEOUT = 10.0
 
-LISTEN_RE = re.compile(r"listening on http://127\.0\.0\.1:(\d+)")
+LISTEN_RE = re.compile(r"listening on https?://127\.0\.0\.1:(\d+)")
 JSON = "application/json"
 PROBLEM = "application/problem+json"
 

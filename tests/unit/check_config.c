@@ -213,7 +213,7 @@ START_TEST(test_repo_file_documents_every_key) {
                   "%s lacks a \"%s\" string", REPO_CONFIG, doc);
     n++;
   }
-  ck_assert_int_eq(n, 18);
+  ck_assert_int_eq(n, 23);
   json_decref(keys);
   json_decref(file);
   free(printed);
@@ -363,7 +363,7 @@ START_TEST(test_print_config) {
   json_error_t je;
   json_t *j = json_loads(out, 0, &je);
   ck_assert_msg(j != NULL, "not JSON (%s): %s", je.text, out);
-  ck_assert_int_eq(json_object_size(j), 18);
+  ck_assert_int_eq(json_object_size(j), 23);
   ck_assert_int_eq(json_integer_value(json_object_get(j, "port")), 6060);
   ck_assert_int_eq(json_integer_value(json_object_get(j, "max_inflight")), 9);
   ck_assert_int_eq(json_integer_value(json_object_get(j, "threads")), 3);
@@ -379,7 +379,7 @@ START_TEST(test_print_config) {
   int lines = 0;
   for (const char *p = out; *p; p++)
     lines += *p == '\n';
-  ck_assert_int_eq(lines, 18 + 2);
+  ck_assert_int_eq(lines, 23 + 2);
   write_temp(out, path);
   config_t back;
   config_defaults(&back);
