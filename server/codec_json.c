@@ -16,27 +16,14 @@
 #include "decode.h"
 #include "encode.h"
 
-/* Splits a body into JSON header and binary tail. */
-static int split_framed(const codec_input_t *in, decode_ctx_t *ctx,
-                        size_t *json_len, problem_t *prob) {
-  *json_len = in->len;
-  if (in->header_length < 0) return 0;
-  if ((uint64_t)in->header_length > in->len)
-    return problem_set(prob, 400, "binary_truncated", NULL,
-                       "Inference-Header-Content-Length is %lld but the body "
-                       "has %zu bytes", (long long)in->header_length, in->len);
-  *json_len = (size_t)in->header_length;
-  ctx->bin = in->body + *json_len;
-  ctx->bin_len = in->len - *json_len;
-  return 0;
-}
-
 static int v1_decode(const codec_input_t *in, const limits_t *lim,
                      request_t *req, problem_t *prob) {
   decode_ctx_t ctx = {.lim = lim};
   size_t json_len;
   json_t *root;
-  if (split_framed(in, &ctx, &json_len, prob) != 0) return -1;
+  if (decode_frame(in->body, in->len, in->header_length, &ctx, &json_len,
+                   prob) != 0)
+    return -1;
   if (decode_json_root(in->body, json_len, lim, &root, prob) != 0) return -1;
   int rc = decode_request(&ctx, root, in->op, req, prob);
   json_decref(root);

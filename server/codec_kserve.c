@@ -142,16 +142,10 @@ static int decode_outputs(const json_t *outputs, request_t *req,
 static int kserve_decode(const codec_input_t *in, const limits_t *lim,
                          request_t *req, problem_t *prob) {
   decode_ctx_t ctx = {.lim = lim};
-  size_t json_len = in->len;
-  if (in->header_length >= 0) {
-    if ((uint64_t)in->header_length > in->len)
-      return problem_set(prob, 400, "binary_truncated", NULL,
-                         "Inference-Header-Content-Length is %lld but the body "
-                         "has %zu bytes", (long long)in->header_length, in->len);
-    json_len = (size_t)in->header_length;
-    ctx.bin = in->body + json_len;
-    ctx.bin_len = in->len - json_len;
-  }
+  size_t json_len;
+  if (decode_frame(in->body, in->len, in->header_length, &ctx, &json_len,
+                   prob) != 0)
+    return -1;
   json_t *root = NULL, *obj = json_object();
   int rc = -1;
   if (obj == NULL) return problem_set(prob, 500, "out_of_memory", NULL, "out of memory");
@@ -273,22 +267,30 @@ static int kserve_encode(const request_t *req, const result_t *res,
 /* ---- metadata ---- */
 
 void kserve_model_metadata(op_t op, buf_t *b) {
+  /* shapes as an input of the usual rank produces them: (N, D) for layer
+   * and rms norm (stats per row), (N, C, L) for the channel norms (stats
+   * per channel, per (n, group) or per (n, c)) */
+  const char *input_shape = op == OP_LAYER || op == OP_RMS ? "[-1,-1]" : "[-1,-1,-1]";
+  const char *stats_shape = op == OP_GROUP || op == OP_INSTANCE ? "[-1,-1]" : "[-1]";
   buf_printf(b, "{\"name\":\"%s\",\"versions\":[\"1\"],\"platform\":\"normd\","
                 "\"inputs\":[", kserve_model_name(op));
   const char *inputs[] = {"input", "weight", "bias", "running_mean", "running_var"};
   size_t ninputs = op == OP_RMS ? 2 : op == OP_BATCH ? 5 : 3;
   for (size_t i = 0; i < ninputs; i++)
     buf_printf(b, "%s{\"name\":\"%s\",\"datatype\":\"FP32\",\"shape\":%s}",
-               i ? "," : "", inputs[i], i == 0 ? (op == OP_LAYER || op == OP_RMS ? "[-1,-1]" : "[-1,-1,-1]") : "[-1]");
+               i ? "," : "", inputs[i], i == 0 ? input_shape : "[-1]");
   buf_puts(b, "],\"outputs\":[");
   unsigned outs = outputs_of(op, NULL) |
                   (op == OP_BATCH ? V2_OUT_RUNNING_MEAN | V2_OUT_RUNNING_VAR : 0);
   int first = 1;
   for (size_t k = 0; k < sizeof output_names / sizeof output_names[0]; k++) {
-    if (!(outs & output_names[k].bit)) continue;
+    unsigned bit = output_names[k].bit;
+    if (!(outs & bit)) continue;
+    const char *shape = bit == V2_OUT_OUTPUT ? input_shape
+                        : bit & (V2_OUT_RUNNING_MEAN | V2_OUT_RUNNING_VAR) ? "[-1]"
+                                                                           : stats_shape;
     buf_printf(b, "%s{\"name\":\"%s\",\"datatype\":\"FP32\",\"shape\":%s}",
-               first ? "" : ",", output_names[k].name,
-               output_names[k].bit == V2_OUT_OUTPUT ? "[-1,-1]" : "[-1]");
+               first ? "" : ",", output_names[k].name, shape);
     first = 0;
   }
   buf_puts(b, "],\"parameters\":{\"datatypes\":[\"FP32\",\"FP64\",\"FP16\",\"BF16\"]}}");

@@ -626,6 +626,20 @@ static int resolve_given(deferred_t *later, request_t *req, problem_t *prob) {
   memset(&later->var, 0, sizeof later->var);
   return 0;
 }
+int decode_frame(const char *body, size_t len, int64_t header_length,
+                 decode_ctx_t *ctx, size_t *json_len, problem_t *prob) {
+  *json_len = len;
+  if (header_length < 0) return 0;
+  if ((uint64_t)header_length > len)
+    return problem_set(prob, 400, "binary_truncated", NULL,
+                       "Inference-Header-Content-Length is %lld but the body "
+                       "has %zu bytes", (long long)header_length, len);
+  *json_len = (size_t)header_length;
+  ctx->bin = body + *json_len;
+  ctx->bin_len = len - *json_len;
+  return 0;
+}
+
 int decode_json_root(const char *body, size_t len, const limits_t *lim,
                      json_t **root, problem_t *prob) {
   *root = NULL;

@@ -22,6 +22,13 @@ typedef struct {
   size_t bin_pos;
 } decode_ctx_t;
 
+/* Splits a framed body: with header_length >= 0 (the
+ * Inference-Header-Content-Length), the first header_length bytes are the
+ * JSON and the rest becomes ctx's binary tail; -1 means all JSON. 400
+ * binary_truncated when the header is longer than the body. */
+int decode_frame(const char *body, size_t len, int64_t header_length,
+                 decode_ctx_t *ctx, size_t *json_len, problem_t *prob);
+
 /* Parses body as one JSON object: nesting depth checked first (jansson has
  * no limit of its own), duplicate keys refused. *root is the caller's to
  * json_decref. 400 (malformed_json, duplicate_key, too_deep) or 422
