@@ -81,9 +81,25 @@ test:
 	$(MAKE) --no-print-directory unit-test
 	$(MAKE) --no-print-directory blackbox-test
 
-# Throughput and latency against nginx serving the same bytes (prints a table).
-bench: $(NORMD)
+# Benchmark and exactness programs (bench/), built with the release flags:
+# -O2, no -march=native (the kernels pick AVX-512 / AVX2 at run time).
+.PHONY: bench-check
+BENCH_BIN := $(BUILD)/kernel_bench $(BUILD)/check_kern
+$(BUILD)/kernel_bench: bench/kernel_bench.c $(SERVER_LIB) $(CORE_LIB)
+	$(CC) $(CFLAGS) -Icore -Iserver -o $@ $< $(SERVER_LIB) $(CORE_LIB) -lpthread -lm
+$(BUILD)/check_kern: bench/check_kern.c $(CORE_LIB)
+	$(CC) $(CFLAGS) -Icore -o $@ $< $(CORE_LIB) -lm
+
+# Exactness sweeps too long for CI: every kernel table's half-precision
+# conversions against the scalar reference.
+bench-check: $(BENCH_BIN)
+	./$(BUILD)/check_kern
+
+# Kernel GB/s beside the scale-copy memory ceiling and PyTorch (one table),
+# then throughput and latency against nginx serving the same bytes.
+bench: $(NORMD) $(BENCH_BIN)
 	@scripts/install-deps.sh bench
+	/usr/bin/python3 bench/kernel_table.py $(BUILD)/kernel_bench
 	bench/http_bench.sh
 
 # Regenerates tests/fixtures/torch_fixtures.json (needs Debian's python3-torch).

@@ -85,7 +85,7 @@ static int check(const kern_t *k) {
         printf("  %s f32 %a: %a want %a\n", k->name, ref[i], out32[i], want);
     }
   }
-  printf("%-7s loads 2 x 65536, stores 3 x %d: %s\n", k->name, 100 * 65536,
+  printf("%-10s loads 2 x 65536, stores 3 x %d: %s\n", k->name, 100 * 65536,
          bad ? "MISMATCH" : "exact");
   return bad;
 }
@@ -98,6 +98,10 @@ int main(void) {
   else printf("avx2    not supported by this CPU: skipped\n");
   if (__builtin_cpu_supports("x86-64-v4")) bad += check(&kern_avx512);
   else printf("avx512  not supported by this CPU: skipped\n");
+  if (__builtin_cpu_supports("x86-64-v4") &&
+      __builtin_cpu_supports("avx512bf16"))
+    bad += check(&kern_avx512bf16);
+  else printf("avx512bf16 not supported by this CPU: skipped\n");
 #endif
   return bad != 0;
 }

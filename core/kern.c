@@ -16,7 +16,10 @@ static const kern_t *best(void) {
   int v4 = __builtin_cpu_supports("x86-64-v4");
   int v3 = __builtin_cpu_supports("x86-64-v3");
   if (want && strcmp(want, "base") == 0) return &kern_base;
+  int bf16 = v4 && __builtin_cpu_supports("avx512bf16");
   if (want && strcmp(want, "avx2") == 0 && v3) return &kern_avx2;
+  if (want && strcmp(want, "avx512") == 0 && v4) return &kern_avx512;
+  if (bf16) return &kern_avx512bf16;
   if (v4) return &kern_avx512;
   if (v3) return &kern_avx2;
 #endif

@@ -3,8 +3,9 @@
  * A kern_t is one table of loops over a contiguous run of n elements, for
  * every input dtype (and every input x output dtype pair where a loop
  * writes). Three tables are built from one source (kern_impl.h) with
- * different target ISAs: kern_avx512 (x86-64-v4), kern_avx2 (x86-64-v3:
- * AVX2, FMA, F16C) and kern_base (baseline x86-64, or any other CPU).
+ * different target ISAs: kern_avx512bf16 (x86-64-v4 + AVX512-BF16),
+ * kern_avx512 (x86-64-v4), kern_avx2 (x86-64-v3: AVX2, FMA, F16C) and
+ * kern_base (baseline x86-64, or any other CPU).
  * kern_get() picks the best one the CPU and OS support, once.
  *
  * Numerics: every loop converts elements to double and accumulates in
@@ -24,7 +25,7 @@
 #define KDT NORM_DTYPE_COUNT
 
 typedef struct {
-  const char *name; /* "avx512", "avx2", "base" */
+  const char *name; /* "avx512bf16", "avx512", "avx2", "base" */
   /* sum(x) */
   double (*sum[KDT])(const void *x, size_t n);
   /* sum(x^2) */
@@ -46,11 +47,12 @@ extern const kern_t kern_base;
 #define KERN_X86 1
 extern const kern_t kern_avx2;
 extern const kern_t kern_avx512;
+extern const kern_t kern_avx512bf16;
 #endif
 
 /* The table for this CPU: the best supported, unless the environment
  * variable NORM_SIMD names a supported lower one ("base", "avx2",
- * "avx512"; for tests and benchmarks). Chosen on first use; thread-safe. */
+ * "avx512", "avx512bf16"; for tests and benchmarks). Chosen on first use; thread-safe. */
 const kern_t *kern_get(void);
 
 #endif

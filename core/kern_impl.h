@@ -3,6 +3,7 @@
  *   VW          double lanes per vector (8 for AVX-512, 4 for AVX2, 2 base)
  *   KFN(name)   a per-ISA name for each loop
  *   KERN_F16C   1 when F16C conversions may be used
+ *   KERN_BF16NE 1 when AVX512-BF16 may round float to bfloat16 (optional)
  *   KERN_TABLE  the kern_t to define
  * and any `#pragma GCC target` before including this (and so before the
  * intrinsics headers). Every helper is static and always inlined, so no
@@ -17,6 +18,9 @@
 
 #if KERN_F16C
 #include <immintrin.h>
+#endif
+#ifndef KERN_BF16NE
+#define KERN_BF16NE 0
 #endif
 
 #include "kern.h"
@@ -144,6 +148,17 @@ KINLINE vu bf16_from_float_bits(vu u) {
 
 KINLINE void st_bf16(uint16_t *p, vd v) {
   vu u = (vu)__builtin_convertvector(v, vf);
+#if KERN_BF16NE
+  /* vcvtneps2bf16 rounds to nearest even and quiets NaN exactly as
+   * norm_bf16_from_float does, but flushes subnormal floats to zero:
+   * vectors with a subnormal lane take the integer path below. */
+  vu tiny = (vu)(((u & 0x7FFFFFFFu) - 1u) < 0x7FFFFFu);
+  vu tie = (vu)((u & 0xFFFFu) == 0x8000u);
+  if (__builtin_expect(!any_set(tiny | tie), 1)) {
+    _mm_storeu_si128((__m128i *)p, (__m128i)_mm256_cvtneps_pbh((__m256)u));
+    return;
+  }
+#endif
   if (__builtin_expect(any_set((vu)((u & 0xFFFFu) == 0x8000u)), 0))
     u = round_odd(v);
   vh h = __builtin_convertvector(bf16_from_float_bits(u), vh);

@@ -278,7 +278,8 @@ void norm_moments_merge(norm_moments_t *acc, const norm_moments_t *part);
 
 /* ---- implementation ------------------------------------------------------ */
 
-/* The instruction set the kernels run with: "avx512", "avx2" or "base".
+/* The instruction set the kernels run with: "avx512bf16", "avx512", "avx2"
+ * or "base".
  * Chosen once from the CPU (the environment variable NORM_SIMD may name a
  * lower supported one, for tests and benchmarks). Thread-safe. */
 const char *norm_simd_name(void);

@@ -1,0 +1,206 @@
+/* kernel_bench.c -- normd's kernels in GB/s (bytes of x read + bytes of y
+ * written, per second) beside a scale-copy loop y = a * x + b over the
+ * same number of bytes: the memory ceiling, measured in the same run.
+ * 1 and 2 threads (through server/cpool.c, the split compute.c uses),
+ * float32 and bfloat16. Prints one line per measurement for
+ * bench/kernel_table.py, which adds PyTorch and prints the table:
+ *   case|dtype|threads|normd_GBps|ceiling_GBps
+ * Build with the release flags (-O2, no -march=native): `make bench`. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cpool.h"
+#include "norm.h"
+
+enum { LAYER, RMS, GROUP, BATCH_TRAIN, BATCH_EVAL, INSTANCE };
+
+typedef struct {
+  const char *name;
+  int op;
+  int rank;
+  int64_t shape[4];
+} bcase_t;
+
+static const bcase_t cases[] = {
+    {"layer 4096x4096", LAYER, 2, {4096, 4096}},
+    {"layer 64x768", LAYER, 2, {64, 768}},
+    {"rms 4096x4096", RMS, 2, {4096, 4096}},
+    {"rms 64x768", RMS, 2, {64, 768}},
+    {"group G=32 8x64x56x56", GROUP, 4, {8, 64, 56, 56}},
+    {"batch train 8x64x56x56", BATCH_TRAIN, 4, {8, 64, 56, 56}},
+    {"batch eval 8x64x56x56", BATCH_EVAL, 4, {8, 64, 56, 56}},
+    {"instance 8x64x56x56", INSTANCE, 4, {8, 64, 56, 56}},
+};
+
+typedef struct {
+  int op;
+  norm_tensor_t x, y, w, b, rm, rv;
+  norm_stats_t st;
+  norm_layer_params_t lp;
+  norm_rms_params_t rp;
+  norm_group_params_t gp;
+  norm_batch_params_t bp;
+  norm_instance_params_t ip;
+} job_t;
+
+static int run_range(void *arg, size_t begin, size_t end) {
+  job_t *j = arg;
+  switch (j->op) {
+  case LAYER:
+    return norm_layer_rows(&j->x, &j->w, &j->b, &j->lp, &j->y, &j->st, begin, end);
+  case RMS: return norm_rms_rows(&j->x, &j->w, &j->rp, &j->y, &j->st, begin, end);
+  case GROUP:
+    return norm_group_rows(&j->x, &j->w, &j->b, &j->gp, &j->y, &j->st, begin, end);
+  case BATCH_TRAIN:
+  case BATCH_EVAL:
+    return norm_batch_rows(&j->x, &j->w, &j->b, &j->rm, &j->rv, &j->bp, &j->y,
+                           &j->st, begin, end);
+  default:
+    return norm_instance_rows(&j->x, &j->w, &j->b, &j->ip, &j->y, &j->st, begin,
+                              end);
+  }
+}
+
+static size_t groups_of(job_t *j) {
+  switch (j->op) {
+  case LAYER: return (size_t)norm_layer_groups(&j->x, &j->lp);
+  case RMS: return (size_t)norm_rms_groups(&j->x, &j->rp);
+  case GROUP: return (size_t)norm_group_groups(&j->x, &j->gp);
+  case BATCH_TRAIN:
+  case BATCH_EVAL: return (size_t)norm_batch_groups(&j->x);
+  default: return (size_t)norm_instance_groups(&j->x);
+  }
+}
+
+typedef struct {
+  const float *x;
+  float *y;
+  float a, b;
+} copy_t;
+
+/* the ceiling: y = a * x + b */
+static int copy_range(void *arg, size_t begin, size_t end) {
+  copy_t *c = arg;
+  for (size_t i = begin; i < end; i++) c->y[i] = c->a * c->x[i] + c->b;
+  return 0;
+}
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+typedef struct {
+  cpool_t *pool;
+  size_t n, parts;
+  cpool_fn fn;
+  void *arg;
+} timed_t;
+
+/* Best time of repeated runs: at least 5 and at least 0.3 s. */
+static double best_time(const timed_t *t) {
+  double best = 1e30, start = now();
+  cpool_run(t->pool, t->n, t->parts, t->fn, t->arg); /* warm up */
+  for (int rep = 0; rep < 5 || now() - start < 0.3; rep++) {
+    double t0 = now();
+    int err = cpool_run(t->pool, t->n, t->parts, t->fn, t->arg);
+    double dt = now() - t0;
+    if (err) {
+      fprintf(stderr, "kernel error %d: %s\n", err, norm_strerror(err));
+      exit(1);
+    }
+    if (dt < best) best = dt;
+  }
+  return best;
+}
+
+static void *xalloc(size_t n) {
+  void *p = aligned_alloc(64, (n + 63) / 64 * 64);
+  if (!p) {
+    perror("alloc");
+    exit(1);
+  }
+  memset(p, 0, n);
+  return p;
+}
+
+static norm_tensor_t tensor(norm_dtype_t dt, int rank, const int64_t *shape,
+                            size_t *numel) {
+  norm_tensor_t t = {.dtype = dt, .rank = rank};
+  size_t n = 1;
+  for (int i = 0; i < rank; i++) n *= (size_t)(t.shape[i] = shape[i]);
+  t.data = xalloc(n * norm_dtype_size(dt));
+  if (numel) *numel = n;
+  return t;
+}
+
+static void fill(norm_tensor_t *t, size_t n, uint64_t seed, double lo, double hi) {
+  for (size_t i = 0; i < n; i++) {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    norm_tensor_set(t, i, lo + (hi - lo) * (double)(seed >> 11) * 0x1p-53);
+  }
+}
+
+int main(int argc, char **argv) {
+  int max_threads = argc > 1 ? atoi(argv[1]) : 2;
+  cpool_t *pools[3] = {NULL, cpool_start(1), cpool_start(2)};
+  fprintf(stderr, "kernel_bench: simd=%s\n", norm_simd_name());
+  printf("#simd|%s\n", norm_simd_name());
+  norm_dtype_t dts[2] = {NORM_F32, NORM_BF16};
+  for (int d = 0; d < 2; d++) {
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+      const bcase_t *bc = &cases[c];
+      job_t j = {.op = bc->op};
+      size_t n;
+      j.x = tensor(dts[d], bc->rank, bc->shape, &n);
+      j.y = tensor(dts[d], bc->rank, bc->shape, NULL);
+      fill(&j.x, n, 42 + c, -2, 3);
+      int64_t wshape[2];
+      int wrank = 1;
+      if (bc->op == LAYER || bc->op == RMS) wshape[0] = bc->shape[bc->rank - 1];
+      else wshape[0] = bc->shape[1];
+      size_t wn;
+      j.w = tensor(dts[d], wrank, wshape, &wn);
+      j.b = tensor(dts[d], wrank, wshape, NULL);
+      j.rm = tensor(NORM_F32, wrank, wshape, NULL);
+      j.rv = tensor(NORM_F32, wrank, wshape, NULL);
+      fill(&j.w, wn, 1, 0.5, 1.5);
+      fill(&j.b, wn, 2, -0.5, 0.5);
+      fill(&j.rv, wn, 3, 0.5, 1.5);
+      j.lp = (norm_layer_params_t){.normalized_ndim = 1, .eps = 1e-5};
+      j.rp = (norm_rms_params_t){.normalized_ndim = 1, .eps = 1e-6};
+      j.gp = (norm_group_params_t){.num_groups = 32, .eps = 1e-5};
+      j.bp = (norm_batch_params_t){.mode = bc->op == BATCH_EVAL ? NORM_EVAL : NORM_TRAIN,
+                                   .eps = 1e-5, .momentum = 0.1};
+      j.ip = (norm_instance_params_t){.eps = 1e-5};
+      size_t groups = groups_of(&j);
+      j.st.mean = xalloc(groups * sizeof(double));
+      j.st.var = xalloc(groups * sizeof(double));
+      j.st.rstd = xalloc(groups * sizeof(double));
+      j.st.rms = xalloc(groups * sizeof(double));
+      size_t bytes = n * norm_dtype_size(dts[d]);
+      copy_t cp = {.x = xalloc(bytes), .y = xalloc(bytes), .a = 1.5f, .b = 0.25f};
+      for (int th = 1; th <= max_threads && th <= 2; th++) {
+        /* the split compute.c makes: 2 ranges per thread */
+        timed_t k = {pools[th], groups, (size_t)(2 * th), run_range, &j};
+        timed_t m = {pools[th], bytes / sizeof(float), (size_t)(2 * th),
+                     copy_range, &cp};
+        double tk = best_time(&k), tm = best_time(&m);
+        printf("%s|%s|%d|%.2f|%.2f\n", bc->name, norm_dtype_name(dts[d]), th,
+               2.0 * (double)bytes / tk / 1e9, 2.0 * (double)bytes / tm / 1e9);
+        fflush(stdout);
+      }
+      free(j.x.data), free(j.y.data), free(j.w.data), free(j.b.data);
+      free(j.rm.data), free(j.rv.data);
+      free(j.st.mean), free(j.st.var), free(j.st.rstd), free(j.st.rms);
+      free((void *)cp.x), free(cp.y);
+    }
+  }
+  cpool_stop(pools[1]);
+  cpool_stop(pools[2]);
+  return 0;
+}

@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""kernel_table.py -- the "kernel GB/s" rows of `make bench`, in one table.
+
+Runs build/kernel_bench (normd's kernels and the scale-copy memory ceiling,
+measured in the same run, 1 and 2 threads) and measures PyTorch (Debian's
+python3-torch) on the same cases with torch.set_num_threads(threads), then
+prints one table:
+
+| case | normd | memory ceiling | PyTorch | ratio | vs PyTorch | target |
+
+GB/s = (bytes of x read + bytes of y written) / best time; ratio = normd /
+ceiling. Targets (issue 8): float32 tensors >= 16 MiB on 1 thread reach 80%
+of the ceiling; every row at least as fast as PyTorch; 2 threads >= 1.6x
+the 1-thread figure for tensors >= 16 MiB.
+
+Usage: bench/kernel_table.py [path/to/kernel_bench]
+"""
+import os
+import subprocess
+import sys
+import time
+
+# OpenBLAS core-type overrides slow current builds down; the kernels here
+# do not use BLAS, but unset them for this process alone (never in tests).
+for var in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):
+    os.environ.pop(var, None)
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+BIN = sys.argv[1] if len(sys.argv) > 1 else "build/kernel_bench"
+SIXTEEN_MIB = 16 << 20
+
+CASES = {
+    "layer 4096x4096": ("layer", (4096, 4096)),
+    "layer 64x768": ("layer", (64, 768)),
+    "rms 4096x4096": ("rms", (4096, 4096)),
+    "rms 64x768": ("rms", (64, 768)),
+    "group G=32 8x64x56x56": ("group", (8, 64, 56, 56)),
+    "batch train 8x64x56x56": ("batch_train", (8, 64, 56, 56)),
+    "batch eval 8x64x56x56": ("batch_eval", (8, 64, 56, 56)),
+    "instance 8x64x56x56": ("instance", (8, 64, 56, 56)),
+}
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+
+
+def rms_norm(x, w, eps=1e-6):
+    """Llama's RMSNorm: in float32, cast back to the input dtype."""
+    xf = x.float()
+    y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
+    return w * y.type_as(x)
+
+
+def torch_fn(op, shape, dtype):
+    g = torch.Generator().manual_seed(42)
+    x = (torch.rand(shape, generator=g) * 5 - 2).to(dtype)
+    n = shape[-1] if op in ("layer", "rms") else shape[1]
+    w = (torch.rand(n, generator=g) + 0.5).to(dtype)
+    b = (torch.rand(n, generator=g) - 0.5).to(dtype)
+    rm = torch.zeros(n, dtype=dtype)
+    rv = torch.ones(n, dtype=dtype)
+    with torch.no_grad():
+        if op == "layer":
+            return lambda: F.layer_norm(x, (n,), w, b, 1e-5), x
+        if op == "rms":
+            return lambda: rms_norm(x, w), x
+        if op == "group":
+            return lambda: F.group_norm(x, 32, w, b, 1e-5), x
+        if op == "batch_train":
+            return (lambda: F.batch_norm(x, rm, rv, w, b, True, 0.1, 1e-5)), x
+        if op == "batch_eval":
+            return (lambda: F.batch_norm(x, rm, rv, w, b, False, 0.1, 1e-5)), x
+        return (lambda: F.instance_norm(x, weight=w, bias=b, eps=1e-5)), x
+
+
+def best_time(fn):
+    with torch.no_grad():
+        fn()  # warm up
+        best, start, reps = float("inf"), time.perf_counter(), 0
+        while reps < 5 or time.perf_counter() - start < 0.3:
+            t0 = time.perf_counter()
+            fn()
+            best = min(best, time.perf_counter() - t0)
+            reps += 1
+    return best
+
+
+def torch_gbps(case, dtype, threads):
+    op, shape = CASES[case]
+    torch.set_num_threads(threads)
+    try:
+        fn, x = torch_fn(op, shape, DTYPES[dtype])
+        fn()
+    except (RuntimeError, NotImplementedError) as e:  # e.g. no bf16 kernel
+        return None, str(e).splitlines()[0][:40]
+    nbytes = x.numel() * x.element_size()
+    return 2 * nbytes / best_time(fn) / 1e9, None
+
+
+def main():
+    out = subprocess.run([BIN], check=True, capture_output=True, text=True).stdout
+    simd = "?"
+    rows = []
+    for line in out.splitlines():
+        if line.startswith("#simd|"):
+            simd = line.split("|")[1]
+            continue
+        case, dtype, threads, normd, ceil = line.split("|")
+        rows.append((case, dtype, int(threads), float(normd), float(ceil)))
+    one = {(c, d): n for c, d, t, n, _ in rows if t == 1}
+
+    print("kernel GB/s (x read + y written): normd (simd=%s) vs scale-copy "
+          "y = a*x + b vs PyTorch %s, same threads" % (simd, torch.__version__))
+    print()
+    print("| case | normd | memory ceiling | PyTorch | ratio | vs PyTorch | target |")
+    print("|---|---|---|---|---|---|---|")
+    met = missed = 0
+    for case, dtype, threads, normd, ceil in rows:
+        op, shape = CASES[case]
+        numel = 1
+        for s in shape:
+            numel *= s
+        nbytes = numel * (4 if dtype == "float32" else 2)
+        tgbps, why = torch_gbps(case, dtype, threads)
+        checks = []
+        if tgbps is not None:
+            checks.append((">= PyTorch", normd >= tgbps))
+        if dtype == "float32" and threads == 1 and nbytes >= SIXTEEN_MIB:
+            checks.append((">= 80% ceiling", normd >= 0.8 * ceil))
+        if threads == 2 and nbytes >= SIXTEEN_MIB:
+            checks.append((">= 1.6x 1 thread", normd >= 1.6 * one[(case, dtype)]))
+        verdict = ", ".join("%s %s" % (n, "met" if ok else "MISSED")
+                            for n, ok in checks)
+        met += sum(ok for _, ok in checks)
+        missed += sum(not ok for _, ok in checks)
+        print("| %s %s %dT | %.1f | %.1f | %s | %.2f | %s | %s |" % (
+            case, dtype, threads, normd, ceil,
+            "%.1f" % tgbps if tgbps is not None else "n/a (%s)" % why,
+            normd / ceil,
+            "%.2fx" % (normd / tgbps) if tgbps else "-",
+            verdict or "-"))
+    print()
+    print("targets: %d met, %d missed" % (met, missed))
+
+
+if __name__ == "__main__":
+    main()
