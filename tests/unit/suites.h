@@ -19,6 +19,7 @@
   X(fmt)                                                                       \
   X(metrics)                                                                   \
   X(config)                                                                    \
+  X(explain)                                                                   \
   X(codec_json)
 
 #define UNIT_DECLARE_(name) Suite *name##_suite(void);
