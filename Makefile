@@ -111,3 +111,27 @@ clean:
 	rm -rf $(BUILD)
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+
+# --- Deployment (docker/) -------------------------------------------------
+.PHONY: docker-test cluster-test
+DOCKER_IMAGE ?= localhost/normd:latest
+
+# Checks docker/k8s and docker/compose.yaml without a cluster, builds the
+# image with buildah (its Debian base made once with debootstrap, cached in
+# /var/cache/normd-docker) and runs it without a Docker engine: port from
+# NORMD_PORT, /healthz, a layer norm, /metrics, non-root, SIGTERM drain as
+# PID 1. Each part ends with a "<name>: N passed, M failed" line.
+docker-test:
+	@scripts/install-deps.sh docker
+	$(MAKE) --no-print-directory $(NORMD)
+	/usr/bin/python3 tests/deploy/manifests_check.py
+	scripts/docker-build.sh $(DOCKER_IMAGE)
+	/usr/bin/python3 tests/deploy/docker_test.py $(DOCKER_IMAGE)
+
+# Three replicas on loopback behind Debian's nginx with docker/nginx.conf;
+# traffic while replicas are killed, drained and restarted; then
+# examples/sync_batchnorm.py through nginx. Ends with "cluster: N passed, M failed".
+cluster-test:
+	@scripts/install-deps.sh cluster
+	$(MAKE) --no-print-directory $(NORMD)
+	/usr/bin/python3 tests/deploy/cluster_test.py

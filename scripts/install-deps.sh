@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # install-deps.sh -- installs the Debian packages a target needs, only those
-# missing (idempotent). Usage: scripts/install-deps.sh build|test|bench|fixtures
+# missing (idempotent).
+# Usage: scripts/install-deps.sh build|test|bench|fixtures|docker|cluster
 # Runs apt-get as root, or through sudo when not root.
 set -euo pipefail
 
@@ -8,13 +9,27 @@ build=(gcc make pkg-config libmicrohttpd-dev libjansson-dev libuv1-dev libgnutls
 test=("${build[@]}" check python3 python3-pytest prometheus curl openssl)
 bench=("${build[@]}" wrk nginx-light python3-torch python3-numpy curl)
 fixtures=(python3-torch python3-numpy)
+# make docker-test: buildah builds and runs the image, debootstrap makes its
+# base, ss (iproute2) finds the daemon's pid, kubectl and node/npm check
+# docker/k8s, python3-yaml reads docker/compose.yaml.
+docker=("${build[@]}" buildah debootstrap iproute2 python3 python3-yaml)
+# make cluster-test: three replicas behind Debian's nginx.
+cluster=("${build[@]}" nginx-light python3)
 
 case "${1:-build}" in
 build) want=("${build[@]}") ;;
 test) want=("${test[@]}") ;;
 bench) want=("${bench[@]}") ;;
 fixtures) want=("${fixtures[@]}") ;;
-*) echo "usage: $0 build|test|bench|fixtures" >&2; exit 2 ;;
+docker)
+  want=("${docker[@]}")
+  # A kubectl or node from elsewhere will do (Debian's packages would clash
+  # with it over /usr/bin/kubectl).
+  command -v kubectl >/dev/null || want+=(kubernetes-client)
+  command -v npm >/dev/null && command -v node >/dev/null || want+=(nodejs npm)
+  ;;
+cluster) want=("${cluster[@]}") ;;
+*) echo "usage: $0 build|test|bench|fixtures|docker|cluster" >&2; exit 2 ;;
 esac
 
 missing=()
