@@ -90,9 +90,9 @@ def check_config(cfg):
 
 
 def check_serving(c, cfg):
-    log = c.log()
-    assert "listening on http://0.0.0.0:%d" % c.port in log, \
-        "not listening on 0.0.0.0:%d: %s" % (c.port, log[-300:])
+    listen = sh("ss", "-Hltn", "sport = :%d" % c.port).split()
+    assert "0.0.0.0:%d" % c.port in listen or "*:%d" % c.port in listen, \
+        "not listening on all addresses: %s" % listen
     assert not healthy(8080) or listener_pid(8080) != c.pid, "also on port 8080"
     status, _, body = request(c.port, "GET", "/readyz")
     assert status == 200, (status, body)

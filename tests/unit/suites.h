@@ -20,10 +20,7 @@
   X(metrics)                                                                   \
   X(config)                                                                    \
   X(explain)                                                                   \
-  X(codec_json)                                                                \
-  X(codec_npy)                                                                 \
-  X(codec_framed)                                                              \
-  X(codec_kserve)
+  X(codec_json)
 
 #define UNIT_DECLARE_(name) Suite *name##_suite(void);
 UNIT_SUITES(UNIT_DECLARE_)
