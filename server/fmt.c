@@ -1,19 +1,19 @@
 /* fmt.c -- shortest round-trip decimal text for float32 / float64, and the
- * non-finite spellings. The digits come from a simple exact method: one
- * correctly rounded snprintf("%.*e"), shorter candidates rounded from it, a
- * search over the digit count, each candidate verified with strtof_l /
- * strtod_l in the C locale. A Ryu-style generator can later replace
- * shortest_digits() alone; layout() and the public functions stay. */
+ * non-finite spellings. The digits come from an exact Ryu-style generator
+ * (Adams, "Ryu: fast float-to-string conversion", PLDI 2018), written here
+ * from the paper: the rounding interval of the value is scaled by one
+ * power of ten with 125-bit fixed-point multipliers (exact floors), digits
+ * are removed while the interval still holds two candidates, and the last
+ * one is rounded to nearest, ties to even. No strtod, no snprintf, no
+ * locale; the multiplier tables are computed once, exactly, with a small
+ * bignum (pthread_once). bench/fmt_sweep.c checks all 2^32 float32 bit
+ * patterns. */
 #include "fmt.h"
 
 #include <assert.h>
-#include <errno.h>
-#include <locale.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #define FLOAT_MAX_DIGITS 9   /* every float round-trips with 9 digits */
@@ -25,66 +25,243 @@ typedef struct {
   int neg;
   int n;
   int exp;
-  char d[DOUBLE_MAX_DIGITS + 4]; /* up to maxp + WIDE_EXTRA */
+  char d[DOUBLE_MAX_DIGITS + 4];
 } decimal_t;
 
-/* ---- the C locale for reading candidates back ---------------------------- */
+/* ---- the multiplier tables ------------------------------------------------ */
 
-/* Created once (the only allocation fmt ever makes). If newlocale fails,
- * the process locale is used: normd never calls setlocale, so that is "C"
- * too; under a ',' locale the output would stay exact but not shortest. */
-static pthread_once_t c_locale_once = PTHREAD_ONCE_INIT;
-static locale_t c_locale; /* (locale_t)0 if newlocale failed */
+__extension__ typedef unsigned __int128 u128;
 
-static void c_locale_init(void) {
-  c_locale = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0);
+#define MUL_BITS 125   /* precision of every multiplier (Ryu's bound for binary64) */
+#define POW5_COUNT 326 /* 5^i for i < 326: e2 < 0, i = -e2 - q <= 325 */
+#define INV_COUNT 292  /* 5^-q for q < 292: e2 >= 0, q <= 290 */
+
+static u128 pow5_mul[POW5_COUNT]; /* 5^i scaled to exactly MUL_BITS bits, floor */
+static u128 pow5_inv[INV_COUNT];  /* floor(2^(bits(5^q) - 1 + MUL_BITS) / 5^q) + 1 */
+static int pow5_len[POW5_COUNT];  /* bit length of 5^i */
+static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
+
+/* Unsigned bignum, 32-bit limbs, little-endian; 5^325 has 755 bits. */
+#define BIG_LIMBS 26
+typedef struct {
+  uint32_t w[BIG_LIMBS];
+} big_t;
+
+static int big_bits(const big_t *b) {
+  for (int i = BIG_LIMBS - 1; i >= 0; i--)
+    if (b->w[i]) return 32 * i + 32 - __builtin_clz(b->w[i]);
+  return 0;
 }
 
-/* Reads s back as a float (as_float) or a double and compares the bits with
- * v (which, for a float, holds the float exactly). strtof is used for
- * floats, not strtod + cast, which would round twice. */
-static int reads_back(const char *s, double v, int as_float) {
-  if (as_float) {
-    float want = (float)v;
-    float got = c_locale ? strtof_l(s, NULL, c_locale) : strtof(s, NULL);
-    return memcmp(&got, &want, sizeof got) == 0;
+/* 128 bits of b starting at bit `shift` (shift may be negative: << -shift). */
+static u128 big_window(const big_t *b, int shift) {
+  u128 r = 0;
+  for (int bit = 127; bit >= 0; bit--) {
+    int at = shift + bit;
+    int one = at >= 0 && at < 32 * BIG_LIMBS && (b->w[at / 32] >> (at % 32) & 1);
+    r = r << 1 | (u128)one;
   }
-  double got = c_locale ? strtod_l(s, NULL, c_locale) : strtod(s, NULL);
-  return memcmp(&got, &v, sizeof got) == 0;
+  return r;
 }
 
-/* ---- decimals ------------------------------------------------------------ */
-
-/* The p-digit decimal nearest to v (finite, non-zero), correctly rounded by
- * glibc's printf. The radix character is whatever the locale says (',' in
- * some); it is skipped, never copied, so the result does not depend on it. */
-static void nearest_decimal(double v, int p, decimal_t *out) {
-  char tmp[64];
-  snprintf(tmp, sizeof tmp, "%.*e", p - 1, v);
-  const char *s = tmp;
-  out->neg = *s == '-';
-  if (out->neg) s++;
-  out->n = 0;
-  for (; *s && *s != 'e'; s++)
-    if (*s >= '0' && *s <= '9' && out->n < p) out->d[out->n++] = *s;
-  int esign = 1, e = 0;
-  if (*s == 'e') s++;
-  if (*s == '-' || *s == '+') esign = *s++ == '-' ? -1 : 1;
-  for (; *s >= '0' && *s <= '9'; s++) e = e * 10 + (*s - '0');
-  out->exp = esign * e;
+static int big_cmp(const big_t *a, const big_t *b) {
+  for (int i = BIG_LIMBS - 1; i >= 0; i--)
+    if (a->w[i] != b->w[i]) return a->w[i] < b->w[i] ? -1 : 1;
+  return 0;
 }
 
-/* Adds one unit in the last digit (away from zero), carrying; 9.99 becomes
- * 1.00 x 10^(exp+1), still n digits. */
-static void decimal_increment(decimal_t *dec) {
-  int i = dec->n - 1;
-  while (i >= 0 && dec->d[i] == '9') dec->d[i--] = '0';
-  if (i >= 0) {
-    dec->d[i]++;
+static void big_sub(big_t *a, const big_t *b) { /* a -= b, a >= b */
+  uint64_t borrow = 0;
+  for (int i = 0; i < BIG_LIMBS; i++) {
+    uint64_t d = (uint64_t)a->w[i] - b->w[i] - borrow;
+    a->w[i] = (uint32_t)d;
+    borrow = d >> 63;
+  }
+}
+
+static void big_shl1(big_t *a) {
+  for (int i = BIG_LIMBS - 1; i > 0; i--) a->w[i] = a->w[i] << 1 | a->w[i - 1] >> 31;
+  a->w[0] <<= 1;
+}
+
+static void big_mul_small(big_t *a, uint32_t m) {
+  uint64_t carry = 0;
+  for (int i = 0; i < BIG_LIMBS; i++) {
+    uint64_t p = (uint64_t)a->w[i] * m + carry;
+    a->w[i] = (uint32_t)p;
+    carry = p >> 32;
+  }
+}
+
+static void tables_init(void) {
+  big_t p = {{1}}; /* 5^i */
+  for (int i = 0; i < POW5_COUNT; i++) {
+    int bits = big_bits(&p);
+    pow5_len[i] = bits;
+    pow5_mul[i] = big_window(&p, bits - MUL_BITS);
+    if (i < INV_COUNT) {
+      /* q = floor(2^(bits - 1 + MUL_BITS) / 5^i) by restoring division:
+       * the remainder starts at 2^(bits - 1) <= 5^i and doubles MUL_BITS
+       * times. */
+      big_t r = {{0}};
+      r.w[(bits - 1) / 32] = 1u << ((bits - 1) % 32);
+      u128 q = 0;
+      for (int step = 0; step <= MUL_BITS; step++) {
+        if (step) big_shl1(&r);
+        q <<= 1;
+        if (big_cmp(&r, &p) >= 0) {
+          big_sub(&r, &p);
+          q |= 1;
+        }
+      }
+      pow5_inv[i] = q + 1;
+    }
+    big_mul_small(&p, 5);
+  }
+}
+
+/* ---- Ryu ------------------------------------------------------------------ */
+
+/* floor(log10(2^e)) for 0 <= e <= 1650; floor(log10(5^e)) for e <= 2619 */
+static int log10_pow2(int e) { return (int)(((uint32_t)e * 78913u) >> 18); }
+static int log10_pow5(int e) { return (int)(((uint32_t)e * 732923u) >> 20); }
+
+/* floor(m * mul / 2^j), j >= 64; m < 2^58 so nothing overflows. */
+static uint64_t mul_shift(uint64_t m, u128 mul, int j) {
+  u128 lo = (u128)m * (uint64_t)mul;
+  u128 hi = (u128)m * (uint64_t)(mul >> 64);
+  return (uint64_t)((hi + (lo >> 64)) >> (j - 64));
+}
+
+static int pow5_factor(uint64_t v) {
+  int n = 0;
+  while (v != 0 && v % 5 == 0) {
+    v /= 5;
+    n++;
+  }
+  return n;
+}
+static int pow5_divides(uint64_t v, int q) { return q == 0 || pow5_factor(v) >= q; }
+static int pow2_divides(uint64_t v, int q) {
+  return q == 0 || (q < 64 && (v & ((1ull << q) - 1)) == 0);
+}
+
+/* The shortest decimal in the rounding interval of m2 * 2^e2 (m2 the full
+ * significand, e2 its binary exponent; lower_gap_half: the gap below is
+ * half the gap above, at a binade boundary), and of those the nearest to
+ * the value, ties to even. Writes digits and the exponent of the last
+ * digit. */
+static void ryu(uint64_t m2, int e2, int lower_gap_half, uint64_t *digits,
+                int *exp10) {
+  int accept = (m2 & 1) == 0; /* a tie rounds to the even significand */
+  int mm_shift = !lower_gap_half;
+  /* In quarter units: value 4 m2, interval (4 m2 - 1 - mm_shift, 4 m2 + 2). */
+  uint64_t mv = 4 * m2, mp = mv + 2, mm = mv - 1 - (uint64_t)mm_shift;
+  e2 -= 2;
+  uint64_t vr, vp, vm;
+  int e10, vr_exact, vm_exact, vp_exact;
+  if (e2 >= 0) {
+    /* divide by 10^q: multiply by 2^e2 and by the inverse of 5^q */
+    int q = log10_pow2(e2) - (e2 > 3);
+    int j = -e2 + q + MUL_BITS + pow5_len[q] - 1;
+    e10 = q;
+    vr = mul_shift(mv, pow5_inv[q], j);
+    vp = mul_shift(mp, pow5_inv[q], j);
+    vm = mul_shift(mm, pow5_inv[q], j);
+    /* x * 2^e2 / 10^q is an integer iff 5^q divides x (e2 >= q) */
+    vr_exact = pow5_divides(mv, q);
+    vm_exact = pow5_divides(mm, q);
+    vp_exact = pow5_divides(mp, q);
   } else {
-    dec->d[0] = '1';
-    dec->exp++;
+    /* x * 2^e2 / 10^(e2 + q) = x * 5^i / 2^q with i = -e2 - q */
+    int q = log10_pow5(-e2) - (-e2 > 1);
+    int i = -e2 - q;
+    int j = q - (pow5_len[i] - MUL_BITS);
+    e10 = q + e2;
+    vr = mul_shift(mv, pow5_mul[i], j);
+    vp = mul_shift(mp, pow5_mul[i], j);
+    vm = mul_shift(mm, pow5_mul[i], j);
+    vr_exact = pow2_divides(mv, q);
+    vm_exact = pow2_divides(mm, q);
+    vp_exact = pow2_divides(mp, q);
   }
+  int vr_tz = vr_exact;           /* digits removed from vr so far are 0 */
+  int vm_tz = accept && vm_exact; /* the lower bound is in and exact */
+  if (!accept && vp_exact) vp--;  /* the upper bound is out */
+
+  int removed = 0, last = 0;
+  if (!vm_tz && !vr_tz) { /* the common case: no exact bound, no tie */
+    while (vp / 100 > vm / 100) { /* two digits at a time */
+      last = (int)(vr % 100 / 10);
+      vr /= 100;
+      vp /= 100;
+      vm /= 100;
+      removed += 2;
+    }
+    while (vp / 10 > vm / 10) {
+      last = (int)(vr % 10);
+      vr /= 10;
+      vp /= 10;
+      vm /= 10;
+      removed++;
+    }
+    *digits = vr + (vr == vm || last >= 5);
+    *exp10 = e10 + removed;
+    return;
+  }
+  while (vp / 10 > vm / 10) {
+    vm_tz &= vm % 10 == 0;
+    vr_tz &= last == 0;
+    last = (int)(vr % 10);
+    vr /= 10;
+    vp /= 10;
+    vm /= 10;
+    removed++;
+  }
+  if (vm_tz) /* the lower bound itself is shorter still */
+    while (vm % 10 == 0) {
+      vr_tz &= last == 0;
+      last = (int)(vr % 10);
+      vr /= 10;
+      vp /= 10;
+      vm /= 10;
+      removed++;
+    }
+  if (vr_tz && last == 5 && vr % 2 == 0) last = 4; /* exact tie: to even */
+  *digits = vr + ((vr == vm && !vm_tz) || last >= 5);
+  *exp10 = e10 + removed;
+}
+
+/* The decimal of ryu()'s digits. */
+static void to_decimal(int neg, uint64_t digits, int exp10, decimal_t *dec) {
+  static const char pairs[201] =
+      "00010203040506070809101112131415161718192021222324252627282930313233343536"
+      "37383940414243444546474849505152535455565758596061626364656667686970717273"
+      "7475767778798081828384858687888990919293949596979899";
+  static const uint64_t pow10[19] = {
+      1ull, 10ull, 100ull, 1000ull, 10000ull, 100000ull, 1000000ull,
+      10000000ull, 100000000ull, 1000000000ull, 10000000000ull,
+      100000000000ull, 1000000000000ull, 10000000000000ull,
+      100000000000000ull, 1000000000000000ull, 10000000000000000ull,
+      100000000000000000ull, 1000000000000000000ull};
+  int n = 1;
+  while (n < 19 && digits >= pow10[n]) n++; /* <= 17 digits: no overflow */
+  char *p = dec->d + n;
+  while (digits >= 100) {
+    unsigned r = (unsigned)(digits % 100);
+    digits /= 100;
+    *--p = pairs[2 * r + 1];
+    *--p = pairs[2 * r];
+  }
+  if (digits >= 10) {
+    *--p = pairs[2 * digits + 1];
+    *--p = pairs[2 * digits];
+  } else {
+    *--p = (char)('0' + digits);
+  }
+  dec->neg = neg;
+  dec->n = n;
+  dec->exp = exp10 + n - 1;
 }
 
 /* ---- layout -------------------------------------------------------------- */
@@ -132,97 +309,6 @@ static int layout(const decimal_t *dec, char *buf) {
   return (int)(p - buf);
 }
 
-/* ---- shortest digits ----------------------------------------------------- */
-
-/* One number being formatted: its value, its width and a wide rounding of
- * it (maxp + WIDE_EXTRA digits from one snprintf) from which the shorter
- * candidates are derived without calling snprintf again. */
-#define WIDE_EXTRA 3
-typedef struct {
-  double v;     /* the value; a float is held exactly */
-  int as_float; /* read candidates back with strtof, not strtod */
-  int boundary; /* mantissa field 0 above the smallest exponent: the gap
-                   below v is half the gap above */
-  decimal_t wide;
-} subject_t;
-
-/* The p-digit decimal nearest to the subject, rounded from the wide one.
- * That is exact unless the dropped digits are exactly 50...0: only then can
- * a p-digit midpoint lie between v and the wide rounding (it would be the
- * wide rounding itself, which is the nearest decimal of its length), so only
- * then (about once in 10^(WIDE_EXTRA + 1) probes) does it ask snprintf for
- * p digits directly. */
-static void nearest_from_wide(const subject_t *sub, int p, decimal_t *out) {
-  const decimal_t *w = &sub->wide;
-  *out = *w;
-  out->n = p;
-  char first = w->d[p];
-  int rest = 0;
-  for (int i = p + 1; i < w->n; i++) rest |= w->d[i] != '0';
-  if (first == '5' && !rest) {
-    nearest_decimal(sub->v, p, out);
-    return;
-  }
-  if (first > '5' || (first == '5' && rest)) decimal_increment(out);
-}
-
-/* Is there a p-digit decimal that reads back as v? If so, writes the one
- * nearest to v into buf. The nearest p-digit decimal D is the only
- * candidate, except on a binade boundary: there D can lie just below the
- * narrow lower half-gap while the next p-digit decimal above v is still
- * inside the wide upper one. Any other p-digit decimal is farther from v
- * than one of these two on the same side, so it cannot read back. */
-static int try_digits(const subject_t *sub, int p, char *buf) {
-  decimal_t dec;
-  nearest_from_wide(sub, p, &dec);
-  layout(&dec, buf);
-  if (reads_back(buf, sub->v, sub->as_float)) return 1;
-  if (!sub->boundary) return 0;
-  decimal_increment(&dec); /* away from zero == up in magnitude */
-  layout(&dec, buf);
-  return reads_back(buf, sub->v, sub->as_float);
-}
-
-/* The fewest digits: "some p-digit decimal reads back" is monotone in p (a
- * p-digit decimal is also a (p+1)-digit one) and true at maxp, where the
- * nearest decimal always reads back. Most values of real data need maxp - 2
- * to maxp digits, so p walks down from maxp a few steps before a binary
- * search takes over. Invariant: hi works (its text is in buf once hi <
- * maxp); in the binary search no p < lo works. */
-#define LINEAR_STEPS 3
-static int shortest_digits(double v, int maxp, int as_float, int boundary,
-                           char *buf) {
-  int saved_errno = errno; /* strtof sets ERANGE on denormals */
-  pthread_once(&c_locale_once, c_locale_init);
-  subject_t sub = {.v = v, .as_float = as_float, .boundary = boundary};
-  nearest_decimal(v, maxp + WIDE_EXTRA, &sub.wide);
-  char tmp[FMT_NUMBER_MAX];
-  int hi = maxp, lo = 1;
-  for (int step = 0; step < LINEAR_STEPS; step++, hi--) {
-    if (!try_digits(&sub, hi - 1, tmp)) {
-      lo = hi;
-      break;
-    }
-    memcpy(buf, tmp, sizeof tmp);
-  }
-  while (lo < hi) {
-    int mid = lo + (hi - lo) / 2;
-    if (try_digits(&sub, mid, tmp)) {
-      hi = mid;
-      memcpy(buf, tmp, sizeof tmp);
-    } else {
-      lo = mid + 1;
-    }
-  }
-  if (hi == maxp) {
-    decimal_t dec;
-    nearest_from_wide(&sub, maxp, &dec);
-    layout(&dec, buf);
-  }
-  errno = saved_errno;
-  return (int)strlen(buf);
-}
-
 /* ---- public -------------------------------------------------------------- */
 
 /* Zero and non-finite values, shared by both widths; -1 if v is neither. */
@@ -243,20 +329,38 @@ static int special(double v, char *buf) {
 int fmt_float(float f, char *buf) {
   int n = special(f, buf);
   if (n >= 0) return n;
+  pthread_once(&tables_once, tables_init);
   uint32_t bits;
   memcpy(&bits, &f, sizeof bits);
-  /* mantissa field 0 and not the smallest normal exponent: uneven gaps */
-  int boundary = (bits & 0x7FFFFFu) == 0 && (bits >> 23 & 0xFFu) > 1;
-  return shortest_digits(f, FLOAT_MAX_DIGITS, 1, boundary, buf);
+  uint32_t e = bits >> 23 & 0xFFu, m = bits & 0x7FFFFFu;
+  uint64_t digits;
+  int exp10;
+  if (e == 0) /* subnormal */
+    ryu(m, 1 - 127 - 23, 0, &digits, &exp10);
+  else
+    ryu(m | 1u << 23, (int)e - 127 - 23, m == 0 && e > 1, &digits, &exp10);
+  decimal_t dec;
+  to_decimal(bits >> 31, digits, exp10, &dec);
+  return layout(&dec, buf);
 }
 
 int fmt_double(double d, char *buf) {
   int n = special(d, buf);
   if (n >= 0) return n;
+  pthread_once(&tables_once, tables_init);
   uint64_t bits;
   memcpy(&bits, &d, sizeof bits);
-  int boundary = (bits & 0xFFFFFFFFFFFFFull) == 0 && (bits >> 52 & 0x7FFu) > 1;
-  return shortest_digits(d, DOUBLE_MAX_DIGITS, 0, boundary, buf);
+  uint32_t e = (uint32_t)(bits >> 52 & 0x7FFu);
+  uint64_t m = bits & 0xFFFFFFFFFFFFFull;
+  uint64_t digits;
+  int exp10;
+  if (e == 0)
+    ryu(m, 1 - 1023 - 52, 0, &digits, &exp10);
+  else
+    ryu(m | 1ull << 52, (int)e - 1023 - 52, m == 0 && e > 1, &digits, &exp10);
+  decimal_t dec;
+  to_decimal((int)(bits >> 63), digits, exp10, &dec);
+  return layout(&dec, buf);
 }
 
 int fmt_parse_nonfinite(const char *s, double *out) {
