@@ -6,7 +6,7 @@
 set -euo pipefail
 
 build=(gcc make pkg-config libmicrohttpd-dev libjansson-dev libuv1-dev libgnutls28-dev)
-test=("${build[@]}" check python3 python3-pytest prometheus curl openssl)
+test=("${build[@]}" check python3 python3-pytest python3-numpy prometheus curl openssl)
 bench=("${build[@]}" wrk nginx-light python3-torch python3-numpy curl)
 fixtures=(python3-torch python3-numpy)
 # make docker-test: buildah builds and runs the image, debootstrap makes its

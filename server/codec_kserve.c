@@ -11,7 +11,9 @@
  * output, mean, var, rstd (rms and rstd for rms_norm), running_mean and
  * running_var; the request's "outputs" list chooses them and which come back
  * as binary data ("parameters": {"binary_data": true}, or the request
- * parameter "binary_data_output": true for all). */
+ * parameter "binary_data_output": true for all, which an output's own
+ * "binary_data" overrides). A "model_name" in the request (as in the binary
+ * data extension's example) must name the URL's model. */
 #include <string.h>
 
 #include "codec.h"
@@ -134,7 +136,10 @@ static int decode_outputs(const json_t *outputs, request_t *req,
       return v2_error(prob, name, "unknown output \"%s\" for this model", name);
     req->v2_outputs |= bit;
     const json_t *params = json_object_get(o, "parameters");
-    if (json_is_true(json_object_get(params, "binary_data"))) req->v2_binary |= bit;
+    /* an output's own binary_data overrides binary_data_output */
+    const json_t *binary = json_object_get(params, "binary_data");
+    if (json_is_true(binary)) req->v2_binary |= bit;
+    else if (json_is_false(binary)) req->v2_binary &= ~bit;
   }
   return 0;
 }
@@ -154,10 +159,18 @@ static int kserve_decode(const codec_input_t *in, const limits_t *lim,
   json_t *value;
   json_object_foreach(root, key, value) {
     if (strcmp(key, "id") && strcmp(key, "inputs") && strcmp(key, "outputs") &&
-        strcmp(key, "parameters")) {
+        strcmp(key, "parameters") && strcmp(key, "model_name")) {
       v2_error(prob, key, "unknown request field \"%s\"", key);
       goto done;
     }
+  }
+  const json_t *model_name = json_object_get(root, "model_name");
+  if (model_name != NULL && (!json_is_string(model_name) ||
+                             strcmp(json_string_value(model_name),
+                                    kserve_model_name(in->op)) != 0)) {
+    v2_error(prob, "model_name", "model_name must be \"%s\", the model of the URL",
+             kserve_model_name(in->op));
+    goto done;
   }
   const json_t *id = json_object_get(root, "id");
   if (id != NULL) {

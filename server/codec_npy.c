@@ -2,8 +2,10 @@
  *
  * Request: the body is the input tensor (format versions 1.0, 2.0, 3.0;
  * descr <f4 >f4 <f8 >f8 <f2 >f2; fortran_order True is transposed to
- * row-major), every other field comes from the query string with the JSON
- * field names (?eps=1e-5&normalized_shape=768); values are read as JSON
+ * row-major), every other scalar field comes from the query string with the
+ * JSON field names (?eps=1e-5&normalized_shape=768) -- tensors (weight,
+ * bias, running stats) are refused there (422): they take JSON or the
+ * binary framing; values are read as JSON
  * when they parse (numbers, null, true) and as text otherwise, and a value
  * with commas is a list (normalized_shape=2,768). The parameters then go
  * through the same decoder as a JSON body. Response: the output tensor as a
@@ -294,9 +296,18 @@ static int query_object(const codec_input_t *in, json_t **obj, problem_t *prob) 
   *obj = json_object();
   if (*obj == NULL)
     return problem_set(prob, 500, "out_of_memory", NULL, "out of memory");
+  /* tensors other than the input (the body) do not travel in a query */
+  static const char *const tensors[] = {"weight", "bias", "running_mean",
+                                        "running_var", "mean", "var"};
   for (size_t i = 0; i < in->nquery; i++) {
     const char *key = in->query[i].key;
     const char *value = in->query[i].value ? in->query[i].value : "";
+    for (size_t k = 0; k < sizeof tensors / sizeof tensors[0]; k++)
+      if (strcmp(key, tensors[k]) == 0)
+        return problem_set(prob, 422, "bad_field", key,
+                           "%s is a tensor: a .npy request carries only the "
+                           "input; send %s in JSON or with the binary framing "
+                           "(application/octet-stream)", key, key);
     if (json_object_get(*obj, key) != NULL)
       return problem_set(prob, 400, "duplicate_key", key,
                          "query parameter %s is given twice", key);

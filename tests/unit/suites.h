@@ -20,7 +20,10 @@
   X(metrics)                                                                   \
   X(config)                                                                    \
   X(explain)                                                                   \
-  X(codec_json)
+  X(codec_json)                                                                \
+  X(codec_npy)                                                                 \
+  X(codec_framed)                                                              \
+  X(codec_kserve)
 
 #define UNIT_DECLARE_(name) Suite *name##_suite(void);
 UNIT_SUITES(UNIT_DECLARE_)
