@@ -31,8 +31,10 @@ static void after_work_cb(uv_work_t *w, int status) {
   (void)status; /* jobs are never cancelled */
   pool_job_t *job = w->data;
   pool_t *p = job->pool;
-  job->done(job); /* may free job */
+  /* the slot is free before the answer goes out, so a client that sends
+   * its next request on receipt never finds its own job still counted */
   atomic_fetch_sub(&p->inflight, 1);
+  job->done(job); /* may free job */
 }
 
 static void wake_cb(uv_async_t *a) {
