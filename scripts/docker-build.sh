@@ -17,13 +17,19 @@ if [ -z "${BASE_IMAGE:-}" ]; then
   scripts/docker-base.sh "$base"
 fi
 t1=$(date +%s.%N)
-# --format docker: the OCI format has no HEALTHCHECK. --layers caches the
-# apt steps between runs.
-buildah bud --isolation chroot --network host --format docker --layers \
+old_id="$(buildah images --noheading --format '{{.ID}}' "$tag" 2>/dev/null || true)"
+# --format docker: the OCI format has no HEALTHCHECK. No --layers: the build
+# stage is not kept, so repeated builds do not pile up intermediate images.
+buildah bud --isolation chroot --network host --format docker \
   --build-arg BASE_IMAGE="$base" --build-arg NORMD_REVISION="$revision" \
   -t "$tag" -f docker/Dockerfile . >build/docker-build.log 2>&1 ||
   { tail -n 30 build/docker-build.log >&2; echo "docker-build: failed (build/docker-build.log)" >&2; exit 1; }
 t2=$(date +%s.%N)
+# The image this tag named before, now untagged: removed, unless in use.
+new_id="$(buildah images --noheading --format '{{.ID}}' "$tag")"
+if [ -n "$old_id" ] && [ "$old_id" != "$new_id" ]; then
+  buildah rmi "$old_id" >/dev/null 2>&1 || true
+fi
 
 size="$(buildah images --format '{{.Size}}' "$tag" | head -n 1)"
 base_size="$(buildah images --format '{{.Size}}' "$base" | head -n 1)"

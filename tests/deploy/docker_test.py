@@ -122,11 +122,18 @@ def check_layer_norm(c):
 
 
 def check_metrics(c):
-    status, headers, body = request(c.port, "GET", "/metrics")
-    assert status == 200 and headers["content-type"].startswith("text/plain"), status
-    text = body.decode()
-    lines = [ln for ln in text.splitlines()
-             if ln.startswith("normd_requests_total{") and 'route="/v1/norm/layer"' in ln]
+    def scrape():
+        status, headers, body = request(c.port, "GET", "/metrics")
+        assert status == 200 and headers["content-type"].startswith("text/plain"), status
+        text = body.decode()
+        return text, [ln for ln in text.splitlines()
+                      if ln.startswith("normd_requests_total{") and
+                      'route="/v1/norm/layer"' in ln]
+    # A request is counted when its connection completes, which may be just
+    # after the client has read the answer: poll briefly.
+    wait_until(lambda: scrape()[1], 5)
+    text, lines = scrape()
+    body = text.encode()
     assert lines, "no normd_requests_total for /v1/norm/layer:\n" + text[:800]
     assert "normd_build_info" in text
     return "%d bytes, %s" % (len(body), lines[0])
