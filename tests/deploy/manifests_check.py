@@ -165,7 +165,7 @@ def consistency(items):
     vol = next(v for v in pod["spec"]["volumes"] if v.get("configMap"))
     assert vol["configMap"]["name"] == cm["metadata"]["name"], "ConfigMap name"
     mount = next(m for m in c["volumeMounts"] if m["name"] == vol["name"])
-    env = {e["name"]: e["value"] for e in c.get("env", [])}
+    env = {e["name"]: e.get("value", "") for e in c.get("env", [])}
     assert env.get("NORMD_CONFIG", "").startswith(mount["mountPath"] + "/"), "NORMD_CONFIG"
     key = env["NORMD_CONFIG"][len(mount["mountPath"]) + 1:]
     with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
