@@ -90,6 +90,49 @@ static int check(const kern_t *k) {
   return bad;
 }
 
+/* The float-lane bfloat16 path of `fast` against the double path of
+ * `ref` (same FMA semantics): random rows around a mean, as a kernel sees
+ * them (shift = the mean, a = scale * w, c = b), including |mean| >> std,
+ * constant rows, huge and tiny scales, NaN / Inf / subnormal elements. */
+static int check_axpb_bf16(const kern_t *ref, const kern_t *fast) {
+  enum { N = 4099 };
+  static uint16_t x[N], y0[N], y1[N];
+  uint64_t s = 7;
+  long bad = 0, rows = 200000;
+  for (long r = 0; r < rows; r++) {
+    uint64_t k = rng(&s);
+    double mean = ldexp((double)(int64_t)rng(&s) * 0x1p-63, (int)(k % 40) - 20);
+    double sd = fabs(mean) * ldexp(1.0, -(int)(k >> 8) % 30) + 1e-30;
+    if (k % 7 == 0) sd = ldexp(1.0, (int)(k >> 16) % 60 - 30);
+    size_t n = 16 + rng(&s) % 200;
+    for (size_t i = 0; i < n; i++) {
+      double u = ((double)(rng(&s) >> 11) * 0x1p-53 - 0.5) * 3.4;
+      x[i] = norm_bf16_from_double(mean + sd * u);
+      uint64_t z = rng(&s);
+      if (z % 997 == 0) x[i] = (uint16_t)(z >> 16); /* any pattern */
+      if (k % 11 == 0) x[i] = x[0];                 /* constant row */
+    }
+    double sum = 0;
+    for (size_t i = 0; i < n; i++) sum += norm_float_from_bf16(x[i]);
+    double shift = isfinite(sum) ? sum / (double)n : mean;
+    double a = ((k >> 24) % 5 == 0 ? 1.0 : ldexp(1.0 + (double)(k % 1000) / 997.0,
+                                                  (int)(k >> 32) % 20 - 4)) /
+               sd;
+    double c = (k >> 40) % 3 == 0 ? 0.0
+                                  : ldexp((double)(int64_t)rng(&s) * 0x1p-63,
+                                          (int)(k >> 48) % 12 - 4);
+    ref->axpb[NORM_BF16][NORM_BF16](x, y0, n, shift, a, c);
+    fast->axpb[NORM_BF16][NORM_BF16](x, y1, n, shift, a, c);
+    for (size_t i = 0; i < n; i++)
+      if (y0[i] != y1[i] && bad++ < 5)
+        printf("  %s bf16 axpb x=%04x shift=%a a=%a c=%a: %04x want %04x\n",
+               fast->name, x[i], shift, a, c, y1[i], y0[i]);
+  }
+  printf("%-10s bf16 -> bf16 float lanes vs %s double lanes, %ld rows: %s\n",
+         fast->name, ref->name, rows, bad ? "MISMATCH" : "identical");
+  return bad != 0;
+}
+
 int main(void) {
   int bad = check(&kern_base);
 #ifdef KERN_X86
@@ -100,7 +143,7 @@ int main(void) {
   else printf("avx512  not supported by this CPU: skipped\n");
   if (__builtin_cpu_supports("x86-64-v4") &&
       __builtin_cpu_supports("avx512bf16"))
-    bad += check(&kern_avx512bf16);
+    bad += check(&kern_avx512bf16) + check_axpb_bf16(&kern_avx512, &kern_avx512bf16);
   else printf("avx512bf16 not supported by this CPU: skipped\n");
 #endif
   return bad != 0;

@@ -8,7 +8,8 @@
 #include "kern.h"
 
 /* Moments are computed chunk by chunk: a chunk of CHUNK_BYTES stays in L1
- * while its two passes run, so each element is read from memory once. */
+ * while its passes run (one, or two when the guard in engine_moments asks
+ * for it), so each element is read from memory once. */
 enum { CHUNK_BYTES = 16384 };
 /* Per-element weights in other dtypes than double are converted in blocks
  * of WBLOCK when they were not converted once up front (affine_t). */

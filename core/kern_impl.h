@@ -344,6 +344,61 @@ DEF_WRITE_FROM(f64, double)
 DEF_WRITE_FROM(f16, uint16_t)
 DEF_WRITE_FROM(bf16, uint16_t)
 
+#if KERN_BF16NE
+/* bfloat16 -> bfloat16 y = (x - shift) * a + c in 16 float lanes, with a
+ * proof that the result rounds like the double path, else the double path.
+ * Float: d = (x - sh) - sl with shift = sh + sl (+ 2^-48 |shift|), p = d *
+ * (float)a, r = p + (float)c. Against the double result, |r - t| stays
+ * below 2^-21 (|p| + |c|) (about five float roundings and the dropped tail
+ * of shift, which for bfloat16 data is far below |d|, plus a factor 4).
+ * r rounds to the same bfloat16 unless a bfloat16 midpoint lies within
+ * that of r: with M = |p| + |c| < 2^(em + 1) and r >= 2^er (biased
+ * exponents), the bound is below 2^(em - er + 3) float units of r, so the
+ * lane is safe when its distance to the midpoint, |(bits & 0xFFFF) -
+ * 0x8000|, is at least 2^(em - er + 5) (a shift count of 32 or more, from
+ * an overflow or a zero r, makes it unsafe). Subnormal r (which
+ * vcvtneps2bf16 flushes) is also left to the double path. */
+static void KFN(axpb_bf16_bf16_f)(const void *xv, void *yv, size_t n,
+                                  double shift, double a, double c) {
+  const uint16_t *x = xv;
+  uint16_t *y = yv;
+  const float shf = (float)shift;
+  const __m512 sh = _mm512_set1_ps(shf);
+  const __m512 sl = _mm512_set1_ps((float)(shift - (double)shf));
+  const __m512 af = _mm512_set1_ps((float)a), cf = _mm512_set1_ps((float)c);
+  const __m512 abs_c = _mm512_abs_ps(cf);
+  const vd va = (vd){0} + a, vc = (vd){0} + c;
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m512i raw = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(x + i)));
+    __m512 xf = _mm512_castsi512_ps(_mm512_slli_epi32(raw, 16));
+    __m512 d = _mm512_sub_ps(_mm512_sub_ps(xf, sh), sl);
+    __m512 pr = _mm512_mul_ps(d, af);
+    __m512 r = _mm512_add_ps(pr, cf);
+    __m512 m = _mm512_add_ps(_mm512_abs_ps(pr), abs_c);
+    __m512i ur = _mm512_castps_si512(r);
+    __m512i em = _mm512_srli_epi32(_mm512_castps_si512(m), 23);
+    __m512i er = _mm512_and_si512(_mm512_srli_epi32(ur, 23), _mm512_set1_epi32(0xFF));
+    __m512i cnt = _mm512_add_epi32(_mm512_sub_epi32(em, er), _mm512_set1_epi32(5));
+    __m512i dist = _mm512_abs_epi32(_mm512_sub_epi32(
+        _mm512_and_si512(ur, _mm512_set1_epi32(0xFFFF)), _mm512_set1_epi32(0x8000)));
+    __mmask16 safe = _mm512_test_epi32_mask(_mm512_srlv_epi32(dist, cnt),
+                                            _mm512_set1_epi32(-1));
+    __mmask16 tiny = _mm512_cmplt_epu32_mask(
+        _mm512_sub_epi32(_mm512_and_si512(ur, _mm512_set1_epi32(0x7FFFFFFF)),
+                         _mm512_set1_epi32(1)),
+        _mm512_set1_epi32(0x7FFFFF));
+    if (__builtin_expect(safe == 0xFFFF && tiny == 0, 1)) {
+      _mm256_storeu_si256((__m256i *)(y + i), (__m256i)_mm512_cvtneps_pbh(r));
+    } else {
+      st_bf16(y + i, vfma(ld_bf16(x + i) - shift, va, vc));
+      st_bf16(y + i + 8, vfma(ld_bf16(x + i + 8) - shift, va, vc));
+    }
+  }
+  KFN(axpb_bf16_bf16)(x + i, y + i, n - i, shift, a, c);
+}
+#endif
+
 /* ---- the table ------------------------------------------------------------ */
 
 #define KROW(op, xt)                                                           \
@@ -366,6 +421,15 @@ const kern_t KERN_TABLE = {
     .sumsq = KVEC(sumsq),
     .centered = KVEC(centered),
     .to_double = KVEC(to_double),
+#if KERN_BF16NE
+    .axpb = {[NORM_F32] = {KROW(axpb, f32)}, [NORM_F64] = {KROW(axpb, f64)},
+             [NORM_F16] = {KROW(axpb, f16)},
+             [NORM_BF16] = {[NORM_F32] = KFN(axpb_bf16_f32),
+                            [NORM_F64] = KFN(axpb_bf16_f64),
+                            [NORM_F16] = KFN(axpb_bf16_f16),
+                            [NORM_BF16] = KFN(axpb_bf16_bf16_f)}},
+#else
     .axpb = KMAT(axpb),
+#endif
     .affine = KMAT(affine),
 };
