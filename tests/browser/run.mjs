@@ -1,0 +1,715 @@
+// tests/browser/run.mjs -- normd's teaching page in a real browser.
+//
+// Starts build/normd on an ephemeral port, opens the page served at GET /
+// in Debian's chromium (driven by playwright-core; no browser is ever
+// downloaded), and drives each of the five lessons with clicks, keys and
+// form inputs. After every change it takes the request the page sent (the
+// page logs them in window.normdApiLog), sends the same request from Node,
+// and checks that every number the page shows is the API's answer. It also
+// loads the page from another origin (?api=...), checks that the browser
+// console stays free of errors, and saves screenshots.
+//
+// Usage: node tests/browser/run.mjs   (from anywhere; exit status 0 = pass)
+// Environment: NORMD_BIN (default build/normd), CHROMIUM (default
+// /usr/bin/chromium), SCREENSHOTS (default build/screenshots), ONLY (run
+// the tests whose name contains this text).
+// Prints one line per test and closes with "browser: N passed, N failed".
+
+import {spawn} from "node:child_process";
+import fs from "node:fs";
+import http from "node:http";
+import os from "node:os";
+import path from "node:path";
+import {fileURLToPath} from "node:url";
+
+import {chromium} from "playwright-core";
+
+const HERE = path.dirname(fileURLToPath(import.meta.url));
+const REPO = path.resolve(HERE, "../..");
+const NORMD_BIN = path.resolve(REPO, process.env.NORMD_BIN || "build/normd");
+const CHROMIUM = process.env.CHROMIUM || "/usr/bin/chromium";
+const SHOTS = path.resolve(REPO, process.env.SCREENSHOTS || "build/screenshots");
+const STARTUP_MS = 10000;
+const TEST_MS = 90000;
+const SETTLE_MS = 450; // longer than the page's longest debounce (250 ms)
+
+// ---------------------------------------------------------------- helpers
+
+class Check extends Error {}
+function check(cond, msg) {
+  if (!cond) throw new Check(msg);
+}
+function eq(got, want, msg) {
+  check(Object.is(got, want) || got === want, `${msg}: got ${JSON.stringify(got)}, want ${JSON.stringify(want)}`);
+}
+
+const withTimeout = (promise, ms, what) => {
+  let timer;
+  return Promise.race([
+    promise.finally(() => clearTimeout(timer)),
+    new Promise((_, reject) => { timer = setTimeout(() => reject(new Error(`${what}: timed out after ${ms} ms`)), ms); }),
+  ]);
+};
+
+// The page's number formatting (web/index.html fmt), to check the text
+// shown for each number; the exact number is in the data-value attribute.
+function toNum(v) {
+  if (typeof v === "number") return v;
+  if (v === "NaN") return NaN;
+  if (v === "Infinity") return Infinity;
+  if (v === "-Infinity") return -Infinity;
+  return Number(v);
+}
+function fmt(v) {
+  v = toNum(v);
+  if (Number.isNaN(v)) return "NaN";
+  if (!Number.isFinite(v)) return v > 0 ? "∞" : "−∞";
+  if (v === 0) return "0";
+  const a = Math.abs(v);
+  const text = a >= 1e5 || a < 1e-3 ? v.toExponential(2) : String(Number(v.toPrecision(4)));
+  return text.replace("-", "−");
+}
+
+// A shown number against the API's: same value, shown as fmt(value).
+function sameNumber(cell, want, what) {
+  check(cell, `${what}: not shown`);
+  const w = toNum(want);
+  const got = Number(cell.value);
+  check(Object.is(got, w) || (Number.isNaN(got) && Number.isNaN(w)), `${what}: page shows ${cell.value}, API says ${want}`);
+  eq(cell.text, fmt(w), `${what}: text`);
+}
+
+// ------------------------------------------------------------- processes
+
+const children = [];
+process.on("exit", () => { for (const c of children) try { c.kill("SIGKILL"); } catch (e) { /* gone */ } });
+
+function startNormd() {
+  return new Promise((resolve, reject) => {
+    if (!fs.existsSync(NORMD_BIN)) return reject(new Error(`${NORMD_BIN} does not exist: make build/normd`));
+    const proc = spawn(NORMD_BIN, ["--port", "0", "--host", "127.0.0.1", "--config", "config/normd.json"],
+      {cwd: REPO, stdio: ["ignore", "ignore", "pipe"]});
+    children.push(proc);
+    let buf = "";
+    const timer = setTimeout(() => reject(new Error(`normd did not start within ${STARTUP_MS} ms:\n${buf}`)), STARTUP_MS);
+    proc.stderr.on("data", (d) => {
+      buf += d.toString();
+      const m = buf.match(/listening on http:\/\/127\.0\.0\.1:(\d+)/);
+      if (m) { clearTimeout(timer); resolve({proc, port: Number(m[1])}); }
+      if (buf.length > 1 << 20) buf = buf.slice(-4096);
+    });
+    proc.on("exit", (code) => { clearTimeout(timer); reject(new Error(`normd exited (${code}):\n${buf}`)); });
+  });
+}
+
+// Another origin serving only the page, to check that it works there (CORS).
+function startStatic() {
+  const page = fs.readFileSync(path.join(REPO, "web/index.html"));
+  const server = http.createServer((req, res) => {
+    const url = new URL(req.url, "http://x");
+    if (url.pathname === "/" || url.pathname === "/index.html") {
+      res.writeHead(200, {"Content-Type": "text/html; charset=utf-8"});
+      res.end(page);
+    } else {
+      res.writeHead(404);
+      res.end();
+    }
+  });
+  return new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve({server, port: server.address().port})));
+}
+
+let BASE = "";
+async function apiPost(p, body) {
+  const res = await fetch(BASE + p, {method: "POST", headers: {"Content-Type": "application/json"}, body});
+  const doc = await res.json();
+  return {status: res.status, doc};
+}
+
+// ------------------------------------------------------------- page helpers
+
+const consoleErrors = [];
+let allowed = []; // regexes of console errors a test expects right now
+
+function watch(page) {
+  page.on("console", (m) => {
+    if (m.type() !== "error") return;
+    const text = m.text();
+    if (allowed.some((re) => re.test(text))) return;
+    consoleErrors.push(`${page.url()}: ${text}`);
+  });
+  page.on("pageerror", (e) => consoleErrors.push(`${page.url()}: uncaught ${e.message}`));
+}
+
+async function expectingConsoleErrors(patterns, fn) {
+  allowed = patterns;
+  try { return await fn(); } finally { allowed = []; }
+}
+
+// Waits until a lesson's numbers are current: not busy, and its revision
+// unchanged for SETTLE_MS (so a debounced run still to come is not missed).
+async function settle(page, id) {
+  const deadline = Date.now() + 30000;
+  let last = null;
+  for (;;) {
+    const st = await page.$eval(`#${id}`, (p) => ({busy: p.getAttribute("aria-busy"), rev: p.dataset.rev}));
+    if (st.busy === "false" && Number(st.rev) > 0 && last && st.rev === last.rev) return Number(st.rev);
+    check(Date.now() < deadline, `#${id} did not settle (busy ${st.busy}, rev ${st.rev})`);
+    last = st;
+    await page.waitForTimeout(SETTLE_MS);
+  }
+}
+
+// The page's API calls, oldest first.
+const apiLog = (page) => page.evaluate(() => window.normdApiLog.map((e) => ({
+  method: e.method, path: e.path, base: e.base, body: e.body, status: e.status})));
+
+async function lastCall(page, p, filter = () => true) {
+  const log = (await apiLog(page)).filter((e) => e.path === p && filter(e));
+  check(log.length > 0, `the page made no call to ${p}`);
+  return log[log.length - 1];
+}
+
+// Numbers in a container: [{value, text}] in document order.
+const numbersIn = (page, sel) => page.$$eval(`${sel} [data-value]`, (els) =>
+  els.map((e) => ({value: e.getAttribute("data-value"), text: e.textContent})));
+
+// A table's body rows as arrays of {value, text} (value null for labels).
+const tableRows = (page, sel) => page.$$eval(`${sel} tbody tr`, (rows) => rows.map((r) =>
+  Array.from(r.children).map((c) => ({value: c.getAttribute("data-value"), text: c.textContent}))));
+
+async function shot(page, name, opts = {}) {
+  fs.mkdirSync(SHOTS, {recursive: true});
+  const file = path.join(SHOTS, name);
+  if (opts.selector) await page.locator(opts.selector).screenshot({path: file});
+  else {
+    await page.evaluate(() => window.scrollTo(0, 0));
+    await page.screenshot({path: file, fullPage: true});
+  }
+  screenshots.push(name);
+}
+const screenshots = [];
+
+async function openView(page, id) {
+  await page.click(`#tab-${id}`);
+  check(await page.isVisible(`#${id}`), `#${id} is not shown after clicking its tab`);
+  await settle(page, id);
+}
+
+// ------------------------------------------------------------------ tests
+
+const tests = [];
+const test = (name, fn) => tests.push({name, fn});
+
+test("the page loads, connects to normd and shows five lessons", async ({page, port}) => {
+  await page.goto(`${BASE}/`);
+  await page.waitForSelector("#api-status.ok", {timeout: 10000});
+  const info = await (await fetch(`${BASE}/v1/info`)).json();
+  const status = await page.textContent("#api-status");
+  check(status.includes(info.version), `status "${status}" lacks version ${info.version}`);
+  eq(await page.inputValue("#api-base"), `http://127.0.0.1:${port}`, "API base defaults to the page's origin");
+  eq((await page.$$("[role=tab]")).length, 5, "tabs");
+  eq((await page.$$("section.lesson > h2")).length, 5, "lesson headings");
+  eq(await page.getAttribute("#tab-axes", "aria-selected"), "true", "first lesson selected");
+  await settle(page, "axes");
+});
+
+test("tabs work with the keyboard and the next buttons", async ({page}) => {
+  await page.goto(`${BASE}/#axes`);
+  await settle(page, "axes");
+  await page.focus("#tab-axes");
+  await page.keyboard.press("ArrowRight");
+  eq(await page.getAttribute("#tab-try", "aria-selected"), "true", "ArrowRight selects lesson 2");
+  check(await page.isVisible("#try") && !(await page.isVisible("#axes")), "lesson 2 shown alone");
+  check(await page.evaluate(() => document.activeElement.id === "tab-try"), "focus follows the tab");
+  await page.keyboard.press("End");
+  eq(await page.getAttribute("#tab-prepost", "aria-selected"), "true", "End selects lesson 5");
+  await page.keyboard.press("ArrowRight");
+  eq(await page.getAttribute("#tab-axes", "aria-selected"), "true", "ArrowRight wraps to lesson 1");
+  await page.click("#axes [data-goto=try]");
+  eq(await page.getAttribute("#tab-try", "aria-selected"), "true", "the next button opens lesson 2");
+  check(page.url().endsWith("#try"), `the URL names the lesson: ${page.url()}`);
+  await settle(page, "try");
+});
+
+// The statistics index of cell (n, c, p) of the (4, 6, 5) tensor of lesson 1.
+function axesGroup(norm, groups, n, c) {
+  const C = 6;
+  switch (norm) {
+  case "batch": return c;
+  case "layer": return n;
+  case "instance": return n * C + c;
+  default: return n * groups + Math.floor(c / (C / groups));
+  }
+}
+
+async function checkAxes(page, norm, groups) {
+  await settle(page, "axes");
+  const call = await lastCall(page, `/v1/norm/${norm}`);
+  const body = JSON.parse(call.body);
+  if (norm === "group") eq(body.num_groups, groups, "num_groups sent");
+  const {status, doc} = await apiPost(call.path, call.body);
+  eq(status, 200, "API status");
+  // every cell's group, as the page drew it, against the layout
+  const cells = await page.$$eval("#axes-slices rect.cell", (els) => els.map((e) => ({
+    cell: e.dataset.cell.split(",").map(Number), group: Number(e.dataset.group), sel: e.classList.contains("sel")})));
+  eq(cells.length, 4 * 6 * 5, "cells drawn");
+  for (const {cell: [n, c], group} of cells)
+    eq(group, axesGroup(norm, groups, n, c), `${norm} cell (${n}, ${c}) group`);
+  const picked = (await page.getAttribute("#axes-slices rect.cell.picked", "data-cell")).split(",").map(Number);
+  const g = axesGroup(norm, groups, picked[0], picked[1]);
+  const size = {batch: 20, layer: 30, instance: 5, group: (6 / groups) * 5}[norm];
+  eq(cells.filter((x) => x.sel).length, size, `${norm}: highlighted cells`);
+  check(cells.filter((x) => x.sel).every((x) => x.group === g), "highlighted cells are the picked cell's group");
+  check((await page.$$("#axes-cube polygon.sel")).length > 0, "the cube shows the group");
+  const shown = await numbersIn(page, "#axes-stats");
+  eq(shown[1].value, String(g), "selected group");
+  sameNumber(shown[2], doc.stats.mean[g], `${norm} group ${g} mean`);
+  sameNumber(shown[3], doc.stats.var[g], `${norm} group ${g} variance`);
+  eq(doc.stats.mean.length, {batch: 6, layer: 4, instance: 24, group: 4 * groups}[norm], "groups in the API answer");
+}
+
+test("1. Which axes? highlights the cells that share statistics", async ({page}) => {
+  await page.goto(`${BASE}/#axes`);
+  await checkAxes(page, "batch", 2);
+  for (const norm of ["layer", "instance", "group"]) {
+    await page.check(`#axes-norm input[value=${norm}]`);
+    await checkAxes(page, norm, 2);
+  }
+  await page.selectOption("#axes-groups", "3");
+  await checkAxes(page, "group", 3);
+  // pick another cell, in the slices and then in the cube
+  await page.click('#axes-slices rect[data-cell="2,4,3"]');
+  eq(await page.getAttribute("#axes-slices rect.cell.picked", "data-cell"), "2,4,3", "picked cell");
+  await checkAxes(page, "group", 3);
+  await shot(page, "01-axes-group-norm.png");
+  await page.check("#axes-norm input[value=batch]");
+  await page.click('#axes-cube polygon[data-cell="0,5,2"]');
+  await checkAxes(page, "batch", 3);
+  check((await page.textContent("#axes-explain")).startsWith("Batch norm"), "explanation follows the norm");
+  eq(await page.inputValue("#axes-c"), "5", "the cell's channel follows the click");
+  // or from the keyboard, with the cell selects
+  await page.check("#axes-norm input[value=instance]");
+  await settle(page, "axes");
+  await page.selectOption("#axes-n", "3");
+  await page.selectOption("#axes-c", "2");
+  eq(await page.getAttribute("#axes-slices rect.cell.picked", "data-cell"), "3,2,2", "cell picked with the selects");
+  await checkAxes(page, "instance", 3);
+  await page.check("#axes-norm input[value=batch]");
+  await checkAxes(page, "batch", 3);
+  await shot(page, "02-axes-batch-norm.png", {selector: "#axes .card"});
+});
+
+// Everything lesson 2 shows, against the API's answer to the same request.
+async function checkTry(page, expect = {}) {
+  await settle(page, "try");
+  check(await page.isHidden("#try .problem"), `lesson 2 shows a problem: ${await page.textContent("#try .problem")}`);
+  const log = (await apiLog(page)).filter((e) => e.path.startsWith("/v1/norm/"));
+  check(log.length > 0, "lesson 2 made no call");
+  const last = log[log.length - 1];
+  const norm = last.path.split("/").pop();
+  if (expect.norm) eq(norm, expect.norm, "route");
+  const body = JSON.parse(last.body);
+  const {status, doc} = await apiPost(last.path, last.body);
+  eq(status, 200, "API status");
+  // histograms: one bar per bin, heights are the API's counts
+  for (const which of ["input", "output"]) {
+    const counts = await page.$$eval(`#try-hist-${which} rect.bar`, (els) => els.map((e) => Number(e.dataset.count)));
+    eq(counts.length, doc.histograms.bins, `${which} histogram bins`);
+    eq(JSON.stringify(counts), JSON.stringify(doc.histograms[which].counts), `${which} histogram counts`);
+  }
+  // the per-group table: stats before, output_stats after
+  const rows = await tableRows(page, "#try-table");
+  const ng = doc.stats.rstd.length;
+  eq(rows.length, Math.min(ng, 64), "table rows");
+  rows.forEach((r, g) => {
+    const want = norm === "rms"
+      ? [doc.stats.rms[g], doc.stats.rstd[g], doc.output_stats.mean[g], doc.output_stats.var[g]]
+      : [doc.stats.mean[g], doc.stats.var[g], doc.stats.rstd[g], doc.output_stats.mean[g], doc.output_stats.var[g]];
+    eq(r.length, want.length + 1, "table columns");
+    want.forEach((w, k) => sameNumber(r[k + 1], w, `${norm} group ${g} column ${k + 1}`));
+  });
+  // the steps, in order, with their first values
+  const stepNames = await page.$$eval("#try-steps .step", (els) => els.map((e) => e.dataset.step));
+  if (doc.steps) {
+    eq(stepNames.join(","), doc.steps.map((st) => st.name).join(","), "steps");
+    for (let k = 0; k < doc.steps.length; k++) {
+      const st = doc.steps[k];
+      const shown = await numbersIn(page, `#try-steps .step:nth-of-type(${2 * k + 1})`);
+      check(shown.length > 0, `step ${st.name} shows numbers`);
+      const cols = st.shape.length ? st.shape[st.shape.length - 1] : 1, showC = Math.min(cols, 10);
+      shown.forEach((cell, i) => {
+        const r = Math.floor(i / showC), c = i % showC;
+        sameNumber(cell, st.data[r * cols + c], `step ${st.name} [${r}, ${c}]`);
+      });
+    }
+  } else {
+    eq(stepNames.length, 0, "no steps for a large input");
+    check((await page.textContent("#try-steps")).includes("max_explain_elements"), "the page says why there are no steps");
+  }
+  if (doc.running_mean) {
+    const rr = await tableRows(page, "#try-running");
+    rr.forEach((r, c) => {
+      sameNumber(r[1], doc.running_mean.data[c], `running mean ${c}`);
+      sameNumber(r[2], doc.running_var.data[c], `running var ${c}`);
+    });
+  }
+  const curl = await page.textContent("#try-curl");
+  check(curl.includes(last.path) && curl.includes(`-d '${last.body.replace(/'/g, "'\\''")}'`), "the request shown is the request sent");
+  return {body, doc};
+}
+
+test("2. Try it: generated tensors through every norm and option", async ({page}) => {
+  await page.goto(`${BASE}/#try`);
+  let {body, doc} = await checkTry(page, {norm: "layer"});
+  eq(JSON.stringify(body.input.shape), "[8,4,16]", "default shape");
+  eq(body.return.includes("steps") && body.return.includes("histograms"), true, "asks for steps and histograms");
+  check(doc.output_stats.var.every((v) => Math.abs(v - 1) < 1e-3), "layer norm output has variance 1");
+  await shot(page, "03-try-layer-norm.png");
+
+  // group norm with affine, another shape, more bins, separate ranges
+  await page.fill("#try-shape", "4, 6, 10");
+  await page.dispatchEvent("#try-shape", "change");
+  await page.selectOption("#try-norm", "group");
+  await page.selectOption("#try-groups", "3");
+  await page.check("#try-affine");
+  await page.fill("#try-gamma", "3");
+  await page.dispatchEvent("#try-gamma", "change");
+  await page.fill("#try-beta", "-1");
+  await page.dispatchEvent("#try-beta", "change");
+  await page.focus("#try-bins");
+  for (let i = 0; i < 4; i++) await page.keyboard.press("ArrowRight");
+  await page.check("#try-separate");
+  ({body, doc} = await checkTry(page, {norm: "group"}));
+  eq(JSON.stringify(body.input.shape), "[4,6,10]", "shape sent");
+  eq(body.num_groups, 3, "num_groups sent");
+  eq(JSON.stringify(body.weight), JSON.stringify({shape: [6], data: [3, 3, 3, 3, 3, 3]}), "weight sent");
+  eq(JSON.stringify(body.bias.data), JSON.stringify([-1, -1, -1, -1, -1, -1]), "bias sent");
+  eq(body.histogram_bins, 48, "bins sent");
+  eq(body.histogram_range, "separate", "range sent");
+  eq(doc.stats.shape.join(","), "4,3", "group stats shape");
+  check(doc.output_stats.mean.every((m) => Math.abs(m + 1) < 1e-3), "affine output has mean beta");
+  await shot(page, "04-try-group-norm-affine.png");
+  await page.locator("#try-steps").scrollIntoViewIfNeeded();
+  await shot(page, "05-try-steps.png", {selector: "#try-steps"});
+
+  // batch norm, eval mode with running statistics
+  await page.selectOption("#try-norm", "batch");
+  await page.selectOption("#try-mode", "eval");
+  await page.fill("#try-rmean", "1");
+  await page.dispatchEvent("#try-rmean", "change");
+  await page.fill("#try-rvar", "4");
+  await page.dispatchEvent("#try-rvar", "change");
+  ({body, doc} = await checkTry(page, {norm: "batch"}));
+  eq(body.mode, "eval", "mode sent");
+  eq(JSON.stringify(body.running_mean), "[1,1,1,1,1,1]", "running_mean sent");
+  eq(JSON.stringify(body.running_var), "[4,4,4,4,4,4]", "running_var sent");
+  check(doc.stats.mean.every((m) => m === 1), "eval normalizes with the running mean");
+
+  // batch norm, train mode updating the running statistics
+  await page.selectOption("#try-mode", "train");
+  await page.check("#try-track");
+  await page.fill("#try-momentum", "0.5");
+  await page.dispatchEvent("#try-momentum", "change");
+  ({body, doc} = await checkTry(page, {norm: "batch"}));
+  eq(body.momentum, 0.5, "momentum sent");
+  check(body.return.includes("running_stats") && doc.running_mean, "running statistics returned");
+  eq((await tableRows(page, "#try-running")).length, 6, "running statistics shown per channel");
+
+  // RMS norm, over the last two dims, weight only
+  await page.selectOption("#try-norm", "rms");
+  await page.selectOption("#try-axes", "2");
+  ({body, doc} = await checkTry(page, {norm: "rms"}));
+  eq(JSON.stringify(body.normalized_shape), "[6,10]", "normalized_shape sent");
+  eq(body.bias, undefined, "no bias for RMS norm");
+  eq(JSON.stringify(body.weight.shape), "[6,10]", "RMS weight shape");
+  eq(doc.stats.shape.join(","), "4", "one group per sample");
+
+  // instance norm, skewed distribution, layer norm with the Annotated
+  // Transformer's options
+  await page.uncheck("#try-affine");
+  await page.selectOption("#try-norm", "instance");
+  await page.selectOption("#try-dist", "skewed");
+  ({body} = await checkTry(page, {norm: "instance"}));
+  eq(body.weight, undefined, "no affine");
+  await page.selectOption("#try-norm", "layer");
+  await page.selectOption("#try-variance", "unbiased");
+  await page.selectOption("#try-eps-placement", "outside_sqrt");
+  await page.selectOption("#try-axes", "1");
+  ({body} = await checkTry(page, {norm: "layer"}));
+  eq(body.normalized_shape, undefined, "the last dim is the default");
+  eq(body.variance, "unbiased", "variance sent");
+  eq(body.eps_placement, "outside_sqrt", "eps_placement sent");
+  eq(body.eps, undefined, "default eps left out");
+
+  // past max_explain_elements the page leaves out the steps (no 422)
+  await page.fill("#try-shape", "64, 32, 40");
+  await page.dispatchEvent("#try-shape", "change");
+  ({body} = await checkTry(page, {norm: "layer"}));
+  check(!body.return.includes("steps"), "no steps asked for 81920 values");
+  eq((await page.textContent("#try-table-more")), "Showing the first 64 of 2048 groups.", "long tables are cut");
+});
+
+test("2. Try it: pasted JSON and the problems the API reports", async ({page}) => {
+  await page.goto(`${BASE}/#try`);
+  await settle(page, "try");
+  await page.check("input[name=try-source][value=paste]");
+  await page.fill("#try-json", "[[1, 2, 3, 4], [2, 4, 6, 8], [5, 5, 5, 5]]");
+  await page.click("#try-run");
+  const {body, doc} = await checkTry(page, {norm: "layer"});
+  eq(JSON.stringify(body.input), "[[1,2,3,4],[2,4,6,8],[5,5,5,5]]", "pasted input sent as is");
+  eq(doc.output_stats.mean.length, 3, "one row each");
+  eq((await page.$$("#try-steps .step")).length, 6, "six steps without affine");
+
+  // not JSON: the page says so and sends nothing
+  const before = (await apiLog(page)).length;
+  await page.fill("#try-json", "[[1, 2,");
+  await page.click("#try-run");
+  await settle(page, "try");
+  check((await page.textContent("#try .problem")).includes("not valid JSON"), "invalid JSON reported");
+  eq((await apiLog(page)).length, before, "nothing sent for invalid JSON");
+
+  // the API's problem details are shown (a 422: the browser logs it)
+  await expectingConsoleErrors([/status of 422/], async () => {
+    await page.fill("#try-json", '{"shape": [2, 3], "data": [1, 2]}');
+    await page.click("#try-run");
+    await settle(page, "try");
+  });
+  const call = await lastCall(page, "/v1/norm/layer");
+  const {status, doc: problem} = await apiPost(call.path, call.body);
+  eq(status, 422, "API status");
+  const text = await page.textContent("#try .problem");
+  check(text.includes(problem.code) && text.includes(problem.detail) && text.includes("422"), `problem shown: ${text}`);
+  await shot(page, "06-try-problem.png");
+});
+
+async function checkLnRms(page) {
+  await settle(page, "lnrms");
+  const layerCall = await lastCall(page, "/v1/norm/layer");
+  const rmsCall = await lastCall(page, "/v1/norm/rms");
+  eq(layerCall.body, rmsCall.body, "the same input to both norms");
+  const layer = (await apiPost(layerCall.path, layerCall.body)).doc;
+  const rms = (await apiPost(rmsCall.path, rmsCall.body)).doc;
+  const step = (d, name) => d.steps.find((x) => x.name === name).data[0];
+  const rows = await tableRows(page, "#ln-table");
+  eq(rows.length, 2, "two rows");
+  sameNumber(rows[0][1], step(layer, "mean"), "LayerNorm subtracts");
+  sameNumber(rows[0][2], step(layer, "std"), "LayerNorm divides by");
+  sameNumber(rows[0][3], layer.output_stats.mean[0], "LayerNorm output mean");
+  sameNumber(rows[0][4], layer.output_stats.var[0], "LayerNorm output variance");
+  eq(rows[1][1].text, "nothing", "RMSNorm subtracts nothing");
+  sameNumber(rows[1][2], step(rms, "rms"), "RMSNorm divides by");
+  sameNumber(rows[1][3], rms.output_stats.mean[0], "RMSNorm output mean");
+  sameNumber(rows[1][4], rms.output_stats.var[0], "RMSNorm output variance");
+  for (const [id, d] of [["ln-chart-layer", layer], ["ln-chart-rms", rms]]) {
+    const bars = await page.$$eval(`#${id} rect.bar`, (els) => els.map((e) => Number(e.dataset.value)));
+    eq(JSON.stringify(bars), JSON.stringify(d.output.data.map(toNum)), `${id} bars`);
+  }
+  return {layer, rms, input: JSON.parse(layerCall.body).input};
+}
+
+test("3. LayerNorm vs RMSNorm: the shift slider shows what centering adds", async ({page}) => {
+  await page.goto(`${BASE}/#lnrms`);
+  let r = await checkLnRms(page);
+  eq(r.input.shape.join(","), "1,16", "one vector of 16");
+  await page.focus("#ln-shift");
+  await page.keyboard.press("End");
+  r = await checkLnRms(page);
+  eq(await page.textContent("#ln-shift-val"), "6", "shift shown");
+  check(r.rms.output_stats.mean[0] > 0.8, `RMSNorm keeps a large shift: mean ${r.rms.output_stats.mean[0]}`);
+  check(Math.abs(r.layer.output_stats.mean[0]) < 1e-5, "LayerNorm removes it");
+  check((await page.textContent("#ln-explain")).startsWith("The shift dominates"), "explanation for a large shift");
+  await shot(page, "07-layernorm-vs-rmsnorm.png");
+  await page.keyboard.press("Home");
+  r = await checkLnRms(page);
+  check(r.rms.output_stats.mean[0] < -0.8, "a negative shift too");
+  for (let i = 0; i < 12; i++) await page.keyboard.press("ArrowRight");
+  r = await checkLnRms(page);
+  eq(await page.textContent("#ln-shift-val"), "0", "no shift");
+  check((await page.textContent("#ln-explain")).startsWith("With little shift"), "explanation for no shift");
+  await page.selectOption("#ln-d", "32");
+  await page.click("#ln-reroll");
+  r = await checkLnRms(page);
+  eq(r.input.shape.join(","), "1,32", "a longer vector");
+});
+
+async function checkBatch(page, size) {
+  await settle(page, "batch");
+  eq(await page.textContent("#bn-size-val"), String(size), "batch size shown");
+  const log = (await apiLog(page)).filter((e) => e.path === "/v1/norm/batch");
+  const trains = log.filter((e) => { const b = JSON.parse(e.body); return !b.mode && !b.running_mean; }).slice(-12);
+  const evalCall = log.filter((e) => JSON.parse(e.body).mode === "eval").pop();
+  const warm = log.filter((e) => JSON.parse(e.body).num_batches_tracked === 19).pop();
+  eq(trains.length, 12, "twelve batches");
+  const mine = JSON.parse(evalCall.body).input.data;
+  for (const t of trains) {
+    const b = JSON.parse(t.body);
+    eq(b.input.shape.join(","), `${size},3,8`, "batch shape sent");
+    eq(JSON.stringify(b.input.data.slice(0, 24)), JSON.stringify(mine), "every batch holds the same sequence");
+  }
+  const docs = await Promise.all(trains.map((t) => apiPost(t.path, t.body).then((r) => r.doc)));
+  const evalDoc = (await apiPost(evalCall.path, evalCall.body)).doc;
+  const warmDoc = (await apiPost(warm.path, warm.body)).doc;
+  const running = await numbersIn(page, "#bn-running");
+  sameNumber(running[0], warmDoc.running_mean.data[0], "running mean");
+  sameNumber(running[1], warmDoc.running_var.data[0], "running var");
+  eq(JSON.stringify(JSON.parse(evalCall.body).running_mean), JSON.stringify(warmDoc.running_mean.data), "eval uses normd's running mean");
+  const rows = await tableRows(page, "#bn-table");
+  eq(rows.length, 12, "table rows");
+  rows.forEach((r, k) => {
+    sameNumber(r[1], docs[k].stats.mean[0], `batch ${k + 1} mean`);
+    sameNumber(r[2], docs[k].stats.var[0], `batch ${k + 1} variance`);
+    sameNumber(r[3], docs[k].output.data[0], `batch ${k + 1} train output`);
+    sameNumber(r[4], evalDoc.output.data[0], "eval output");
+  });
+  const dots = await page.$$eval("#bn-means circle.point", (els) => els.map((e) => Number(e.dataset.value)));
+  eq(JSON.stringify(dots), JSON.stringify(docs.map((d) => toNum(d.stats.mean[0]))), "dots are the batch means");
+  const lines = await page.$$eval("#bn-out polyline.series", (els) => els.length);
+  eq(lines, 13, "twelve train lines and the eval line");
+  const means = docs.map((d) => d.stats.mean[0]);
+  return Math.max(...means) - Math.min(...means);
+}
+
+test("4. Why not batch norm? the batch size slider", async ({page}) => {
+  await page.goto(`${BASE}/#batch`);
+  await checkBatch(page, 4);
+  await page.focus("#bn-size");
+  await page.keyboard.press("ArrowLeft");
+  const spreadSmall = await checkBatch(page, 2);
+  await shot(page, "08-batch-norm-size-2.png");
+  await page.keyboard.press("End");
+  const spreadLarge = await checkBatch(page, 64);
+  check(spreadLarge < spreadSmall / 2, `batch means wobble less at 64 (${spreadLarge}) than at 2 (${spreadSmall})`);
+  eq(await page.getAttribute("#bn-size", "aria-valuetext"), "64", "the slider speaks the batch size");
+  await shot(page, "09-batch-norm-size-64.png");
+  await page.click("#bn-reroll");
+  await checkBatch(page, 64);
+});
+
+async function checkPrePost(page, want) {
+  await settle(page, "prepost");
+  const call = await lastCall(page, "/v1/residual/simulate");
+  const body = JSON.parse(call.body);
+  for (const [k, v] of Object.entries(want)) eq(body[k], v, `${k} sent`);
+  const {status, doc} = await apiPost(call.path, call.body);
+  eq(status, 200, "API status");
+  const L = doc.layers;
+  const rows = await tableRows(page, "#pp-table");
+  eq(rows.length, L + 1, "one row per depth");
+  const cols = [["rms", 0], ["rms", 0], ["rel_update", 1], ["rel_update", 1], ["cosine", 1], ["cosine", 1],
+    ["cos_to_input", 0], ["cos_to_input", 0]];
+  rows.forEach((r, t) => {
+    eq(r[0].text, String(t), "depth");
+    cols.forEach(([key, short], k) => {
+      const place = k % 2 === 0 ? "pre" : "post";
+      if (short && t === L) eq(r[k + 1].text, "", `${key} has L entries`);
+      else sameNumber(r[k + 1], doc[place][key][t], `${place} ${key}[${t}]`);
+    });
+  });
+  for (const [id, key] of [["pp-rms", "rms"], ["pp-rel", "rel_update"], ["pp-cos", "cosine"], ["pp-cos0", "cos_to_input"]]) {
+    const counts = await page.$$eval(`#${id} polyline.series`, (els) => els.map((e) => [e.dataset.name, Number(e.dataset.count)]));
+    eq(JSON.stringify(counts), JSON.stringify([["Pre-Norm", doc.pre[key].length], ["Post-Norm", doc.post[key].length]]), `${id} curves`);
+  }
+  return doc;
+}
+
+test("5. Pre-Norm vs Post-Norm: both curves from /v1/residual/simulate", async ({page}) => {
+  await page.goto(`${BASE}/#prepost`);
+  let doc = await checkPrePost(page, {layers: 48, norm: "layer", placement: "both", tokens: 16, d: 64, seed: 1, gain: 1});
+  check(doc.pre.rms[48] > 3 * doc.post.rms[48], "Pre-Norm's stream grows, Post-Norm's does not");
+  await shot(page, "10-pre-vs-post-norm.png");
+  await page.focus("#pp-layers");
+  await page.keyboard.press("End");
+  await page.selectOption("#pp-norm", "rms");
+  await page.focus("#pp-gain");
+  await page.keyboard.press("ArrowRight");
+  doc = await checkPrePost(page, {layers: 96, norm: "rms", gain: 1.25});
+  eq(await page.textContent("#pp-layers-val"), "96", "layers shown");
+  await page.fill("#pp-seed", "7");
+  await page.dispatchEvent("#pp-seed", "change");
+  await page.selectOption("#pp-d", "32");
+  await checkPrePost(page, {seed: 7, d: 32, layers: 96});
+});
+
+test("the page works from another origin with ?api= (CORS)", async ({page, port, staticPort}) => {
+  const requests = [];
+  page.on("request", (r) => requests.push(r.url()));
+  await page.goto(`http://127.0.0.1:${staticPort}/?api=http://127.0.0.1:${port}#try`);
+  await page.waitForSelector("#api-status.ok", {timeout: 10000});
+  eq(await page.inputValue("#api-base"), `http://127.0.0.1:${port}`, "API base from ?api=");
+  await checkTry(page, {norm: "layer"});
+  const apiCalls = requests.filter((u) => u.includes("/v1/"));
+  check(apiCalls.length > 0 && apiCalls.every((u) => u.startsWith(`http://127.0.0.1:${port}/`)), "every API call goes to normd");
+  eq(await page.getAttribute("#link-info", "href"), `http://127.0.0.1:${port}/v1/info`, "links follow the API base");
+  await openView(page, "prepost");
+  await checkPrePost(page, {layers: 48});
+  await shot(page, "11-another-origin.png");
+  // a wrong base says so; the right one reconnects
+  await expectingConsoleErrors([/ERR_CONNECTION_REFUSED|Failed to fetch|Failed to load resource/], async () => {
+    await page.fill("#api-base", "http://127.0.0.1:9");
+    await page.click("#api-form button");
+    await page.waitForSelector("#api-status.bad", {timeout: 10000});
+    await settle(page, "prepost");
+  });
+  check(!(await page.isHidden("#prepost .problem")), "the lesson says normd cannot be reached");
+  check(page.url().includes("api=http%3A%2F%2F127.0.0.1%3A9") || page.url().includes("api=http://127.0.0.1:9"), `the URL keeps the base: ${page.url()}`);
+  await page.fill("#api-base", `http://127.0.0.1:${port}`);
+  await page.click("#api-form button");
+  await page.waitForSelector("#api-status.ok", {timeout: 10000});
+  await checkPrePost(page, {layers: 48});
+  check(await page.isHidden("#prepost .problem"), "the problem is gone");
+});
+
+test("the browser console has no errors", async () => {
+  check(consoleErrors.length === 0, `console errors:\n  ${consoleErrors.join("\n  ")}`);
+});
+
+// ------------------------------------------------------------------- main
+
+async function main() {
+  const only = process.env.ONLY || "";
+  const {proc, port} = await startNormd();
+  BASE = `http://127.0.0.1:${port}`;
+  const {server, port: staticPort} = await startStatic();
+  const profile = fs.mkdtempSync(path.join(os.tmpdir(), "normd-chromium-"));
+  const context = await chromium.launchPersistentContext(profile, {
+    executablePath: CHROMIUM,
+    headless: true,
+    viewport: {width: 1280, height: 900},
+    args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+      "--disable-sync", "--no-first-run", "--disable-dev-shm-usage"],
+  });
+  let passed = 0, failed = 0;
+  try {
+    for (const t of tests) {
+      if (only && !t.name.includes(only)) continue;
+      const page = await context.newPage();
+      watch(page);
+      const t0 = Date.now();
+      try {
+        await withTimeout(t.fn({page, port, staticPort}), TEST_MS, t.name);
+        passed++;
+        console.log(`ok   ${t.name} (${Date.now() - t0} ms)`);
+      } catch (e) {
+        failed++;
+        console.log(`FAIL ${t.name}\n     ${(e instanceof Check ? e.message : e.stack || String(e)).split("\n").join("\n     ")}`);
+        try { await page.screenshot({path: path.join(SHOTS, `failed-${tests.indexOf(t) + 1}.png`), fullPage: true}); } catch (e2) { /* page gone */ }
+      } finally {
+        await page.close().catch(() => {});
+      }
+    }
+  } finally {
+    await context.close().catch(() => {});
+    fs.rmSync(profile, {recursive: true, force: true});
+    server.close();
+    proc.kill("SIGTERM");
+  }
+  console.log(`screenshots in ${path.relative(REPO, SHOTS) || "."}: ${screenshots.join(", ")}`);
+  console.log(`browser: ${passed} passed, ${failed} failed`);
+  process.exitCode = failed === 0 ? 0 : 1;
+}
+
+main().catch((e) => {
+  console.log(`browser: setup failed: ${e.stack || e}`);
+  console.log("browser: 0 passed, 1 failed");
+  process.exitCode = 1;
+});
