@@ -2,9 +2,11 @@
  * server, and the SIGTERM/SIGINT drain. Everything else lives in modules. */
 #include <jansson.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/random.h>
 #include <unistd.h>
 
@@ -25,6 +27,26 @@ static void seed_json_hash(void) {
   json_object_seed(seed); /* 0 = jansson picks one from /dev/urandom */
 }
 
+/* CPUs this process may run on: its affinity mask (what a container's
+ * cpuset allows), capped by a cgroup v2 CPU quota when there is one. */
+static int64_t usable_cpus(void) {
+  cpu_set_t set;
+  int64_t n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set)
+                                                          : sysconf(_SC_NPROCESSORS_ONLN);
+  FILE *f = fopen("/sys/fs/cgroup/cpu.max", "r");
+  if (f != NULL) {
+    char quota[32];
+    long long period;
+    if (fscanf(f, "%31s %lld", quota, &period) == 2 && strcmp(quota, "max") != 0 &&
+        period > 0) {
+      int64_t q = (atoll(quota) + period - 1) / period; /* round up */
+      if (q > 0 && q < n) n = q;
+    }
+    fclose(f);
+  }
+  return n > 0 ? n : 1;
+}
+
 int main(int argc, char **argv) {
   config_t cfg;
   char err[512];
@@ -35,10 +57,7 @@ int main(int argc, char **argv) {
   case CONFIG_RUN: break;
   }
   log_set_level(cfg.log_level);
-  if (cfg.threads == 0) {
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    cfg.threads = n > 0 ? n : 1;
-  }
+  if (cfg.threads == 0) cfg.threads = usable_cpus();
 
   /* Signals are taken synchronously by this thread only: block them before
    * any other thread starts, so every thread inherits the mask. */
