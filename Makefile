@@ -27,7 +27,7 @@ UNIT_SRC := $(wildcard tests/unit/check_*.c)
 UNIT_BIN := $(BUILD)/check_unit
 CHECK_LIBS = $(shell $(PKG_CONFIG) --libs check 2>/dev/null)
 
-.PHONY: all run test unit-test blackbox-test bench clean deps fixtures
+.PHONY: all run test unit-test blackbox-test browser-test bench clean deps fixtures
 
 all: $(NORMD) $(UNIT_BIN)
 
@@ -74,11 +74,28 @@ unit-test: $(UNIT_BIN)
 blackbox-test: $(NORMD)
 	/usr/bin/python3 -m pytest -q tests/blackbox
 
-# Installs what is missing, runs the unit tests, then the black-box suite;
-# pytest's summary line closes the run.
+# The teaching page (web/index.html) in Debian's chromium, driven by
+# playwright-core from npm (pinned by tests/browser/package-lock.json,
+# installed into tests/browser/node_modules, never committed; no browser is
+# downloaded): its five lessons against a live daemon, every number checked
+# against the API, a clean console, screenshots in $(BUILD)/screenshots.
+# Closes with "browser: N passed, M failed".
+BROWSER_DIR := tests/browser
+$(BROWSER_DIR)/node_modules/.installed: $(BROWSER_DIR)/package.json $(BROWSER_DIR)/package-lock.json
+	cd $(BROWSER_DIR) && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+browser-test:
+	@scripts/install-deps.sh browser
+	$(MAKE) --no-print-directory $(NORMD) $(BROWSER_DIR)/node_modules/.installed
+	NORMD_BIN=$(NORMD) SCREENSHOTS=$(BUILD)/screenshots node $(BROWSER_DIR)/run.mjs
+
+# Installs what is missing, runs the unit tests, the browser test, then the
+# black-box suite; pytest's summary line closes the run.
 test:
 	@scripts/install-deps.sh test
 	$(MAKE) --no-print-directory unit-test
+	$(MAKE) --no-print-directory browser-test
 	$(MAKE) --no-print-directory blackbox-test
 
 # Benchmark and exactness programs (bench/), built with the release flags:

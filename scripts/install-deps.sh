@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # install-deps.sh -- installs the Debian packages a target needs, only those
 # missing (idempotent).
-# Usage: scripts/install-deps.sh build|test|bench|fixtures|docker|cluster
+# Usage: scripts/install-deps.sh build|test|browser|bench|fixtures|docker|cluster
 # Runs apt-get as root, or through sudo when not root.
 set -euo pipefail
 
@@ -9,6 +9,9 @@ build=(gcc make pkg-config libmicrohttpd-dev libjansson-dev libuv1-dev libgnutls
 test=("${build[@]}" check python3 python3-pytest python3-numpy prometheus curl openssl)
 bench=("${build[@]}" wrk nginx-light python3-torch python3-numpy curl)
 fixtures=(python3-torch python3-numpy)
+# make browser-test (part of make test): Debian's chromium, driven from
+# node by playwright-core (npm); a node/npm from elsewhere will do.
+browser=("${build[@]}" chromium)
 # make docker-test: buildah builds and runs the image, debootstrap makes its
 # base, ss (iproute2) finds the daemon's pid, kubectl and node/npm check
 # docker/k8s, python3-yaml reads docker/compose.yaml.
@@ -18,7 +21,10 @@ cluster=("${build[@]}" nginx-light python3)
 
 case "${1:-build}" in
 build) want=("${build[@]}") ;;
-test) want=("${test[@]}") ;;
+test|browser)
+  if [ "$1" = test ]; then want=("${test[@]}" chromium); else want=("${browser[@]}"); fi
+  command -v npm >/dev/null && command -v node >/dev/null || want+=(nodejs npm)
+  ;;
 bench) want=("${bench[@]}") ;;
 fixtures) want=("${fixtures[@]}") ;;
 docker)
@@ -29,7 +35,7 @@ docker)
   command -v npm >/dev/null && command -v node >/dev/null || want+=(nodejs npm)
   ;;
 cluster) want=("${cluster[@]}") ;;
-*) echo "usage: $0 build|test|bench|fixtures|docker|cluster" >&2; exit 2 ;;
+*) echo "usage: $0 build|test|browser|bench|fixtures|docker|cluster" >&2; exit 2 ;;
 esac
 
 missing=()
