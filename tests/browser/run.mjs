@@ -180,7 +180,8 @@ const tableRows = (page, sel) => page.$$eval(`${sel} tbody tr`, (rows) => rows.m
 async function shot(page, name, opts = {}) {
   fs.mkdirSync(SHOTS, {recursive: true});
   const file = path.join(SHOTS, name);
-  if (opts.selector) await page.locator(opts.selector).screenshot({path: file});
+  // the sticky lesson bar would cover the top of a tall element's shot
+  if (opts.selector) await page.locator(opts.selector).screenshot({path: file, style: "nav.lessons { position: static !important; }"});
   else {
     await page.evaluate(() => window.scrollTo(0, 0));
     await page.screenshot({path: file, fullPage: true});
