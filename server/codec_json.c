@@ -25,7 +25,8 @@ static int v1_decode(const codec_input_t *in, const limits_t *lim,
                    prob) != 0)
     return -1;
   if (decode_json_root(in->body, json_len, lim, &root, prob) != 0) return -1;
-  int rc = decode_request(&ctx, root, in->op, req, prob);
+  int rc = decode_query(in->query, in->nquery, root, prob);
+  if (rc == 0) rc = decode_request(&ctx, root, in->op, req, prob);
   json_decref(root);
   return rc;
 }

@@ -3,12 +3,9 @@
  * Request: the body is the input tensor (format versions 1.0, 2.0, 3.0;
  * descr <f4 >f4 <f8 >f8 <f2 >f2; fortran_order True is transposed to
  * row-major), every other scalar field comes from the query string with the
- * JSON field names (?eps=1e-5&normalized_shape=768) -- tensors (weight,
- * bias, running stats) are refused there (422): they take JSON or the
- * binary framing; values are read as JSON
- * when they parse (numbers, null, true) and as text otherwise, and a value
- * with commas is a list (normalized_shape=2,768). The parameters then go
- * through the same decoder as a JSON body. Response: the output tensor as a
+ * JSON field names (?eps=1e-5&normalized_shape=768; decode_query) --
+ * tensors (weight, bias, running stats) take JSON or the binary framing.
+ * The parameters then go through the same decoder as a JSON body. Response: the output tensor as a
  * version 1.0 .npy (little-endian, C order); .npy carries one array, so the
  * statistics need Accept: application/json. */
 #include <ctype.h>
@@ -270,61 +267,14 @@ static int read_npy(const char *body, size_t len, const limits_t *lim,
   return 0;
 }
 
-/* ---- query parameters as a JSON object ---- */
-
-static json_t *query_value(const char *value) {
-  json_t *v = json_loads(value, JSON_DECODE_ANY, NULL);
-  if (v != NULL) return v;
-  if (strchr(value, ',') == NULL) return json_string(value);
-  json_t *list = json_array();
-  char *copy = strdup(value);
-  if (list == NULL || copy == NULL) {
-    free(copy);
-    json_decref(list);
-    return NULL;
-  }
-  char *save = NULL;
-  for (char *item = strtok_r(copy, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
-    json_t *x = json_loads(item, JSON_DECODE_ANY, NULL);
-    json_array_append_new(list, x ? x : json_string(item));
-  }
-  free(copy);
-  return list;
-}
-
-static int query_object(const codec_input_t *in, json_t **obj, problem_t *prob) {
-  *obj = json_object();
-  if (*obj == NULL)
-    return problem_set(prob, 500, "out_of_memory", NULL, "out of memory");
-  /* tensors other than the input (the body) do not travel in a query */
-  static const char *const tensors[] = {"weight", "bias", "running_mean",
-                                        "running_var", "mean", "var"};
-  for (size_t i = 0; i < in->nquery; i++) {
-    const char *key = in->query[i].key;
-    const char *value = in->query[i].value ? in->query[i].value : "";
-    for (size_t k = 0; k < sizeof tensors / sizeof tensors[0]; k++)
-      if (strcmp(key, tensors[k]) == 0)
-        return problem_set(prob, 422, "bad_field", key,
-                           "%s is a tensor: a .npy request carries only the "
-                           "input; send %s in JSON or with the binary framing "
-                           "(application/octet-stream)", key, key);
-    if (json_object_get(*obj, key) != NULL)
-      return problem_set(prob, 400, "duplicate_key", key,
-                         "query parameter %s is given twice", key);
-    json_t *v = query_value(value);
-    if (v == NULL || json_object_set_new(*obj, key, v) != 0)
-      return problem_set(prob, 422, "bad_field", key,
-                         "query parameter %s is not valid text", key);
-  }
-  return 0;
-}
-
 static int npy_decode(const codec_input_t *in, const limits_t *lim,
                       request_t *req, problem_t *prob) {
   if (read_npy(in->body, in->len, lim, &req->input, prob) != 0) return -1;
-  json_t *params = NULL;
+  json_t *params = json_object();
   decode_ctx_t ctx = {.lim = lim};
-  int rc = query_object(in, &params, prob);
+  if (params == NULL)
+    return problem_set(prob, 500, "out_of_memory", NULL, "out of memory");
+  int rc = decode_query(in->query, in->nquery, params, prob);
   if (rc == 0) rc = decode_request(&ctx, params, in->op, req, prob);
   json_decref(params);
   return rc;

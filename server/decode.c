@@ -626,6 +626,63 @@ static int resolve_given(deferred_t *later, request_t *req, problem_t *prob) {
   memset(&later->var, 0, sizeof later->var);
   return 0;
 }
+static json_t *query_value(const char *value) {
+  json_t *v = json_loads(value, JSON_DECODE_ANY, NULL);
+  if (v != NULL) return v;
+  if (strchr(value, ',') == NULL) return json_string(value);
+  json_t *list = json_array();
+  char *copy = strdup(value);
+  if (list == NULL || copy == NULL) {
+    free(copy);
+    json_decref(list);
+    return NULL;
+  }
+  char *save = NULL;
+  for (char *item = strtok_r(copy, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+    json_t *x = json_loads(item, JSON_DECODE_ANY, NULL);
+    json_array_append_new(list, x ? x : json_string(item));
+  }
+  free(copy);
+  return list;
+}
+
+int decode_query(const query_param_t *query, size_t n, json_t *obj,
+                 problem_t *prob) {
+  static const char *const tensors[] = {"weight", "bias", "running_mean",
+                                        "running_var", "mean", "var", "parts"};
+  json_t *seen = json_object();
+  int rc = seen ? 0 : problem_set(prob, 500, "out_of_memory", NULL, "out of memory");
+  for (size_t i = 0; rc == 0 && i < n; i++) {
+    const char *key = query[i].key;
+    const char *value = query[i].value ? query[i].value : "";
+    for (size_t k = 0; rc == 0 && k < sizeof tensors / sizeof tensors[0]; k++)
+      if (strcmp(key, tensors[k]) == 0)
+        rc = problem_set(prob, 422, "bad_field", key,
+                         "%s is a tensor: it cannot travel in the query "
+                         "string; send it in a JSON body or with the binary "
+                         "framing (application/octet-stream)", key);
+    if (rc != 0) break;
+    if (strcmp(key, "input") == 0) {
+      rc = problem_set(prob, 422, "conflicting_fields", key,
+                       "the input is the request body, not a query parameter");
+    } else if (json_object_get(seen, key) != NULL) {
+      rc = problem_set(prob, 400, "duplicate_key", key,
+                       "query parameter %s is given twice", key);
+    } else if (json_object_get(obj, key) != NULL) {
+      rc = problem_set(prob, 422, "conflicting_fields", key,
+                       "%s is given in both the body and the query", key);
+    } else {
+      json_t *v = query_value(value);
+      if (v == NULL || json_object_set(obj, key, v) != 0 ||
+          json_object_set_new(seen, key, v) != 0)
+        rc = problem_set(prob, 422, "bad_field", key,
+                         "query parameter %s is not valid text", key);
+    }
+  }
+  json_decref(seen);
+  return rc;
+}
+
 int decode_frame(const char *body, size_t len, int64_t header_length,
                  decode_ctx_t *ctx, size_t *json_len, problem_t *prob) {
   *json_len = len;

@@ -9,6 +9,7 @@
 #include <jansson.h>
 #include <stddef.h>
 
+#include "codec.h"
 #include "problem.h"
 #include "request.h"
 
@@ -49,6 +50,15 @@ int decode_tensor(decode_ctx_t *ctx, const json_t *v, const char *field,
  * obj must not carry one. Framed bodies must use up the binary tail. */
 int decode_request(decode_ctx_t *ctx, const json_t *obj, op_t op,
                    request_t *req, problem_t *prob);
+
+/* Query string parameters as request fields, added to obj: every route
+ * takes them (?explain=true, ?eps=1e-3; a .npy request has no other way).
+ * A value is read as JSON when it parses (numbers, null, true), as text
+ * otherwise, and a value with commas is a list (normalized_shape=2,768).
+ * Tensors cannot come this way (422), nor a field the body also has (422
+ * conflicting_fields), nor the same parameter twice (400 duplicate_key). */
+int decode_query(const query_param_t *query, size_t n, json_t *obj,
+                 problem_t *prob);
 
 /* A JSON number, or a non-finite spelling ("NaN", "Infinity", "-Infinity"). */
 int decode_number(const json_t *v, double *out);

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from normd_helpers import (JSON, REPO_ROOT, assert_close, f32, floats,
+from normd_helpers import (JSON, REPO_ROOT, assert_close, assert_problem, f32, floats,
                            ref_batch, ref_group, ref_instance, ref_layer,
                            ref_rms)
 
@@ -270,10 +270,20 @@ def test_head_on_get_route(daemon, path):
     assert int(head.header("Content-Length")) == len(get.body)
 
 
-def test_query_string_is_ignored_for_routing(daemon):
-    r = daemon.post_json("/v1/norm/layer?trace=1", {"input": [1, 2]})
+def test_query_string_is_not_part_of_the_route(daemon):
+    # the query carries request fields (as for .npy bodies), not the route
+    r = daemon.post_json("/v1/norm/layer?eps=1e-5", {"input": [1, 2]})
     assert r.status == 200
     assert r.json()["output"]["data"] == [-0.99998, 0.99998]
+    r = daemon.post_json("/v1/norm/layer?explain=true", {"input": [1, 2]})
+    assert [s["name"] for s in r.json()["steps"]][-1] == "output"
+
+
+def test_query_fields_are_checked_like_body_fields(daemon):
+    r = daemon.post_json("/v1/norm/layer?trace=1", {"input": [1, 2]})
+    assert_problem(r, 422, "unknown_field", field="trace")
+    r = daemon.post_json("/v1/norm/layer?eps=0.1", {"input": [1, 2], "eps": 0.1})
+    assert_problem(r, 422, "conflicting_fields", field="eps")
 
 
 def test_keep_alive_serves_several_requests(daemon):
