@@ -34,7 +34,17 @@ void encode_number(buf_t *b, double v, norm_dtype_t dtype) {
   case NORM_F64: n = fmt_double(v, text); break;
   case NORM_F16:
   case NORM_BF16: n = fmt_half(v, dtype, text); break;
-  default: n = fmt_float((float)v, text); break;
+  default: {
+    /* a double past float's range (a float32 statistic such as var) is
+     * infinite as a float: spelled as a string like any other infinity */
+    float f = (float)v;
+    if (!isfinite(f)) {
+      buf_puts(b, f > 0 ? "\"Infinity\"" : "\"-Infinity\"");
+      return;
+    }
+    n = fmt_float(f, text);
+    break;
+  }
   }
   buf_append(b, text, (size_t)n);
 }
