@@ -260,6 +260,10 @@ static int set_str(config_t *cfg, const key_def_t *k, const char *v,
   if (len >= k->size)
     return fail(err, errlen, "%s: too long (%zu bytes, at most %zu)", label,
                 len, k->size - 1);
+  /* as in the JSON file (jansson checks it), so --print-config stays JSON */
+  json_t *utf8 = json_string(v);
+  if (utf8 == NULL) return fail(err, errlen, "%s: not valid UTF-8", label);
+  json_decref(utf8);
   char why[256];
   if (k->check && k->check(v, why, sizeof why))
     return fail(err, errlen, "%s: %s", label, why);
