@@ -244,20 +244,39 @@ static void to_decimal(int neg, uint64_t digits, int exp10, decimal_t *dec) {
       100000000000ull, 1000000000000ull, 10000000000000ull,
       100000000000000ull, 1000000000000000ull, 10000000000000000ull,
       100000000000000000ull, 1000000000000000000ull};
-  int n = 1;
-  while (n < 19 && digits >= pow10[n]) n++; /* <= 17 digits: no overflow */
+  /* digits has t or t + 1 decimal digits, t from its bit length */
+  int t = (int)(((64 - __builtin_clzll(digits | 1)) * 1233) >> 12);
+  int n = t + (digits >= pow10[t]); /* digits < 10^17: t <= 17 */
+  /* Two digits at a time from the end; the digits are split in halves of
+   * at most 8 first so that the two halves' divisions run side by side. */
   char *p = dec->d + n;
-  while (digits >= 100) {
-    unsigned r = (unsigned)(digits % 100);
-    digits /= 100;
+  uint32_t parts[3];
+  int nparts = 0;
+  while (digits >= 100000000u) {
+    parts[nparts++] = (uint32_t)(digits % 100000000u);
+    digits /= 100000000u;
+  }
+  for (int k = 0; k < nparts; k++) { /* full 8-digit groups, last first */
+    uint32_t v = parts[k];
+    for (int i = 0; i < 4; i++) {
+      unsigned r = v % 100;
+      v /= 100;
+      *--p = pairs[2 * r + 1];
+      *--p = pairs[2 * r];
+    }
+  }
+  uint32_t v = (uint32_t)digits; /* the leading 1 to 8 digits */
+  while (v >= 100) {
+    unsigned r = v % 100;
+    v /= 100;
     *--p = pairs[2 * r + 1];
     *--p = pairs[2 * r];
   }
-  if (digits >= 10) {
-    *--p = pairs[2 * digits + 1];
-    *--p = pairs[2 * digits];
+  if (v >= 10) {
+    *--p = pairs[2 * v + 1];
+    *--p = pairs[2 * v];
   } else {
-    *--p = (char)('0' + digits);
+    *--p = (char)('0' + v);
   }
   dec->neg = neg;
   dec->n = n;
@@ -327,12 +346,11 @@ static int special(double v, char *buf) {
 }
 
 int fmt_float(float f, char *buf) {
-  int n = special(f, buf);
-  if (n >= 0) return n;
-  pthread_once(&tables_once, tables_init);
   uint32_t bits;
   memcpy(&bits, &f, sizeof bits);
   uint32_t e = bits >> 23 & 0xFFu, m = bits & 0x7FFFFFu;
+  if (e == 0xFF || (e == 0 && m == 0)) return special(f, buf);
+  pthread_once(&tables_once, tables_init);
   uint64_t digits;
   int exp10;
   if (e == 0) /* subnormal */
@@ -345,13 +363,12 @@ int fmt_float(float f, char *buf) {
 }
 
 int fmt_double(double d, char *buf) {
-  int n = special(d, buf);
-  if (n >= 0) return n;
-  pthread_once(&tables_once, tables_init);
   uint64_t bits;
   memcpy(&bits, &d, sizeof bits);
   uint32_t e = (uint32_t)(bits >> 52 & 0x7FFu);
   uint64_t m = bits & 0xFFFFFFFFFFFFFull;
+  if (e == 0x7FF || (e == 0 && m == 0)) return special(d, buf);
+  pthread_once(&tables_once, tables_init);
   uint64_t digits;
   int exp10;
   if (e == 0)
