@@ -70,9 +70,20 @@ run: deps
 unit-test: $(UNIT_BIN)
 	./$(UNIT_BIN)
 
-# Starts the real daemon on ephemeral ports and talks HTTP to it (pytest).
-blackbox-test: $(NORMD)
-	/usr/bin/python3 -m pytest -q tests/blackbox
+# examples/client.c (libcurl + jansson), run by tests/contract/test_examples.py.
+EXAMPLE_CLIENT := $(BUILD)/examples/client
+EXAMPLE_PKGS := libcurl jansson
+$(EXAMPLE_CLIENT): examples/client.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(shell $(PKG_CONFIG) --cflags $(EXAMPLE_PKGS) 2>/dev/null) -o $@ $< \
+	  $(shell $(PKG_CONFIG) --libs $(EXAMPLE_PKGS) 2>/dev/null)
+
+# Starts the real daemon on ephemeral ports and talks HTTP to it (pytest):
+# the black-box suite, then the contract tests (api/openapi.yaml against the
+# daemon, its redocly lint, the README's examples, the clients in examples/)
+# in the same pytest run, so its summary stays the last line.
+blackbox-test: $(NORMD) $(EXAMPLE_CLIENT)
+	/usr/bin/python3 -m pytest -q tests/blackbox tests/contract
 
 # The teaching page (web/index.html) in Debian's chromium, driven by
 # playwright-core from npm (pinned by tests/browser/package-lock.json,

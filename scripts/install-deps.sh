@@ -6,7 +6,10 @@
 set -euo pipefail
 
 build=(gcc make pkg-config libmicrohttpd-dev libjansson-dev libuv1-dev libgnutls28-dev)
-test=("${build[@]}" check python3 python3-pytest python3-numpy prometheus curl openssl)
+# tests/contract: PyYAML and jsonschema read and apply api/openapi.yaml, the
+# redocly linter comes from npm (node/npm below), libcurl builds examples/client.c.
+test=("${build[@]}" check python3 python3-pytest python3-numpy prometheus curl openssl
+  python3-yaml python3-jsonschema libcurl4-openssl-dev)
 bench=("${build[@]}" wrk nginx-light python3-torch python3-numpy curl)
 fixtures=(python3-torch python3-numpy)
 # make browser-test (part of make test): Debian's chromium, driven from
