@@ -254,19 +254,29 @@ KINLINE double hsum(vd v) {
   static void KFN(centered_##dt)(const void *xv, size_t n, double mu,          \
                                  double out[2]) {                              \
     const T *x = xv;                                                           \
-    vd d0 = {0}, d1 = {0}, q0 = {0}, q1 = {0};                                 \
+    vd d0 = {0}, d1 = {0}, d2 = {0}, d3 = {0};                                 \
+    vd q0 = {0}, q1 = {0}, q2 = {0}, q3 = {0};                                 \
     size_t i = 0;                                                              \
-    for (; i + 2 * VW <= n; i += 2 * VW) {                                     \
+    for (; i + 4 * VW <= n; i += 4 * VW) {                                     \
       vd v0 = ld_##dt(x + i) - mu, v1 = ld_##dt(x + i + VW) - mu;              \
+      vd v2 = ld_##dt(x + i + 2 * VW) - mu, v3 = ld_##dt(x + i + 3 * VW) - mu; \
       d0 += v0;                                                                \
       d1 += v1;                                                                \
-      q0 += v0 * v0;                                                           \
-      q1 += v1 * v1;                                                           \
+      d2 += v2;                                                                \
+      d3 += v3;                                                                \
+      q0 = vfma(v0, v0, q0);                                                   \
+      q1 = vfma(v1, v1, q1);                                                   \
+      q2 = vfma(v2, v2, q2);                                                   \
+      q3 = vfma(v3, v3, q3);                                                   \
     }                                                                          \
+    d0 += d2;                                                                  \
+    d1 += d3;                                                                  \
+    q0 += q2;                                                                  \
+    q1 += q3;                                                                  \
     for (; i + VW <= n; i += VW) {                                             \
       vd v = ld_##dt(x + i) - mu;                                              \
       d0 += v;                                                                 \
-      q0 += v * v;                                                             \
+      q0 = vfma(v, v, q0);                                                     \
     }                                                                          \
     double dev = hsum(d0 + d1), sq = hsum(q0 + q1);                            \
     for (; i < n; i++) {                                                       \
