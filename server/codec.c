@@ -52,20 +52,27 @@ const codec_t *codec_for_accept(const char *accept,
                                 const codec_t *request_codec) {
   if (accept == NULL || accept[strspn(accept, " \t")] == '\0')
     return request_codec;
+  /* the acceptable type we speak with the highest q; the first on ties */
+  const codec_t *best = NULL;
+  double best_q = 0.0;
   const char *s = accept;
   while (*s) {
     const char *type;
     size_t n = media_type_span(s, &type);
     const char *end = type + strcspn(type, ",");
     const char *params = memchr(type, ';', (size_t)(end - type));
-    if (n > 0 && quality(params, end) > 0) {
-      if ((n == 3 && strncmp(type, "*/*", 3) == 0) ||
-          (n == 13 && strncasecmp(type, "application/*", 13) == 0))
-        return request_codec;
-      const codec_t *c = codec_matching(type, n);
-      if (c) return c;
+    double q = n > 0 ? quality(params, end) : 0.0;
+    if (q > best_q) {
+      const codec_t *c = (n == 3 && strncmp(type, "*/*", 3) == 0) ||
+                                 (n == 13 && strncasecmp(type, "application/*", 13) == 0)
+                             ? request_codec
+                             : codec_matching(type, n);
+      if (c) {
+        best = c;
+        best_q = q;
+      }
     }
     s = *end ? end + 1 : end;
   }
-  return NULL;
+  return best;
 }

@@ -253,7 +253,7 @@ static int kserve_encode(const request_t *req, const result_t *res,
     buf_puts(&b, ",\"id\":");
     encode_string(&b, req->v2_id);
   }
-  if (req->op == OP_BATCH && req->batch.mode == NORM_TRAIN)
+  if (req->op == OP_BATCH && req->batch.mode == NORM_TRAIN && req->running_mean.present)
     buf_printf(&b, ",\"parameters\":{\"num_batches_tracked\":%lld}",
                (long long)req->batch.num_batches_tracked);
   buf_puts(&b, ",\"outputs\":[");
