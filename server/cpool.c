@@ -15,6 +15,12 @@
  * the caller removes the task from the queue and waits for active == 0
  * before returning, so no helper touches a finished task.
  *
+ * A helper that finds no work spins for up to SPIN_NS (watching `pending`
+ * without the lock) before it sleeps on the condition variable: splits come
+ * in bursts (one per large request, or back to back), and a sleeping
+ * thread can take far longer than one range to be scheduled again when the
+ * machine is busy, leaving the caller to do every range itself.
+ *
  * Locking: one mutex guards the queue and every task's `active`; ranges
  * run with no lock held.
  */
@@ -23,6 +29,9 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <time.h>
+
+enum { SPIN_NS = 100000 }; /* how long an idle helper polls before sleeping */
 
 typedef struct task {
   cpool_fn fn;
@@ -40,7 +49,8 @@ struct cpool {
   pthread_cond_t work; /* a task was queued, or stop */
   pthread_cond_t idle; /* a helper left a task */
   task_t *head, *tail; /* tasks with unclaimed ranges */
-  int stop;
+  atomic_int pending;  /* tasks in the queue, for peeking without the lock */
+  atomic_int stop;
   int nhelpers;
   pthread_t *helpers;
 };
@@ -67,13 +77,43 @@ static void unqueue(cpool_t *p, task_t *t) {
   *pp = t->qnext;
   if (p->tail == t) p->tail = prev;
   t->queued = 0;
+  atomic_fetch_sub(&p->pending, 1);
+}
+
+static void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+static long long now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (long long)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Without the lock: polls for a queued task (or stop) for up to SPIN_NS. */
+static void spin_for_work(cpool_t *p) {
+  long long start = now_ns();
+  for (unsigned i = 1;; i++) {
+    if (atomic_load_explicit(&p->pending, memory_order_relaxed) > 0 ||
+        atomic_load_explicit(&p->stop, memory_order_relaxed))
+      return;
+    cpu_relax();
+    if (i % 256 == 0 && now_ns() - start > SPIN_NS) return;
+  }
 }
 
 static void *helper_main(void *arg) {
   cpool_t *p = arg;
   pthread_mutex_lock(&p->lock);
   for (;;) {
-    while (!p->stop && p->head == NULL) pthread_cond_wait(&p->work, &p->lock);
+    if (!p->stop && p->head == NULL) {
+      pthread_mutex_unlock(&p->lock);
+      spin_for_work(p);
+      pthread_mutex_lock(&p->lock);
+      while (!p->stop && p->head == NULL) pthread_cond_wait(&p->work, &p->lock);
+    }
     if (p->stop) break;
     task_t *t = p->head;
     if (atomic_load(&t->next) >= t->parts) { /* all claimed: drop it */
@@ -126,6 +166,7 @@ int cpool_run(cpool_t *p, size_t n, size_t parts, cpool_fn fn, void *arg) {
   if (p->tail) p->tail->qnext = &t;
   else p->head = &t;
   p->tail = &t;
+  atomic_fetch_add(&p->pending, 1);
   if (parts - 1 >= (size_t)p->nhelpers) pthread_cond_broadcast(&p->work);
   else for (size_t i = 0; i < parts - 1; i++) pthread_cond_signal(&p->work);
   pthread_mutex_unlock(&p->lock);
