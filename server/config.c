@@ -356,9 +356,11 @@ int config_load_file(config_t *cfg, const char *path, char *err,
   json_error_t je;
   json_t *root = json_loadf(f, JSON_REJECT_DUPLICATES, &je);
   fclose(f);
-  if (!root)
+  if (!root) {
+    char b[sizeof je.text + 4]; /* jansson quotes the file's bytes, '\n' too */
     return fail(err, errlen, "%s:%d:%d: invalid JSON: %s", path, je.line,
-                je.column, je.text);
+                je.column, shown(je.text, b, sizeof b));
+  }
 
   int rc = -1;
   config_t tmp = *cfg;
