@@ -67,17 +67,17 @@ static int check(const kern_t *k) {
   static float out32[65536];
   for (int round = 0; round < 100; round++) { /* stores */
     for (int i = 0; i < 65536; i++) ref[i] = pick(&s);
-    k->axpb[NORM_F64][NORM_F16](ref, out16, 65536, 0.0, 1.0, 0.0);
+    k->axpb[NORM_F64][NORM_F16](ref, out16, 65536, 0.0, 1.0, 0.0, round & 1);
     for (int i = 0; i < 65536; i++)
       if (out16[i] != norm_f16_from_double(ref[i]) && bad++ < 5)
         printf("  %s f16 %a: %04x want %04x\n", k->name, ref[i], out16[i],
                norm_f16_from_double(ref[i]));
-    k->axpb[NORM_F64][NORM_BF16](ref, out16, 65536, 0.0, 1.0, 0.0);
+    k->axpb[NORM_F64][NORM_BF16](ref, out16, 65536, 0.0, 1.0, 0.0, round & 1);
     for (int i = 0; i < 65536; i++)
       if (out16[i] != norm_bf16_from_double(ref[i]) && bad++ < 5)
         printf("  %s bf16 %a: %04x want %04x\n", k->name, ref[i], out16[i],
                norm_bf16_from_double(ref[i]));
-    k->axpb[NORM_F64][NORM_F32](ref, out32, 65536, 0.0, 1.0, 0.0);
+    k->axpb[NORM_F64][NORM_F32](ref, out32, 65536, 0.0, 1.0, 0.0, round & 1);
     for (int i = 0; i < 65536; i++) {
       float want = (float)ref[i];
       if (memcmp(&want, &out32[i], 4) && !(isnan(want) && isnan(out32[i])) &&
@@ -96,7 +96,7 @@ static int check(const kern_t *k) {
  * constant rows, huge and tiny scales, NaN / Inf / subnormal elements. */
 static int check_axpb_bf16(const kern_t *ref, const kern_t *fast) {
   enum { N = 4099 };
-  static uint16_t x[N], y0[N], y1[N];
+  static uint16_t x[N], y0[N], y1[N + 8];
   uint64_t s = 7;
   long bad = 0, rows = 200000;
   for (long r = 0; r < rows; r++) {
@@ -121,8 +121,9 @@ static int check_axpb_bf16(const kern_t *ref, const kern_t *fast) {
     double c = (k >> 40) % 3 == 0 ? 0.0
                                   : ldexp((double)(int64_t)rng(&s) * 0x1p-63,
                                           (int)(k >> 48) % 12 - 4);
-    ref->axpb[NORM_BF16][NORM_BF16](x, y0, n, shift, a, c);
-    fast->axpb[NORM_BF16][NORM_BF16](x, y1, n, shift, a, c);
+    ref->axpb[NORM_BF16][NORM_BF16](x, y0, n, shift, a, c, 0);
+    fast->axpb[NORM_BF16][NORM_BF16](x, y1 + (r & 7), n, shift, a, c, r & 1);
+    memmove(y1, y1 + (r & 7), n * sizeof y1[0]); /* misaligned streaming too */
     for (size_t i = 0; i < n; i++)
       if (y0[i] != y1[i] && bad++ < 5)
         printf("  %s bf16 axpb x=%04x shift=%a a=%a c=%a: %04x want %04x\n",
@@ -133,13 +134,57 @@ static int check_axpb_bf16(const kern_t *ref, const kern_t *fast) {
   return bad != 0;
 }
 
+/* The float-lane float32 apply against the exact result (in double) on
+ * random rows, |mean| up to 1e6 std: every output within the bound that
+ * engine.h proves, 5.4e-7 max(1, |y|), given |b| <= 1. Prints the largest
+ * error seen relative to that scale. */
+static int check_affine_f32(const kern_t *k) {
+  enum { N = 1037 };
+  static float x[N], y[N + 16], w[N], b[N];
+  uint64_t s = 11;
+  double worst = 0;
+  long rows = 20000;
+  for (long r = 0; r < rows; r++) {
+    uint64_t q = rng(&s);
+    double mean = ldexp((double)(int64_t)rng(&s) * 0x1p-63, (int)(q % 40) - 10);
+    double sd = ldexp(1.0, (int)(q >> 8) % 30 - 15);
+    size_t n = 1 + rng(&s) % N;
+    double sum = 0, sq = 0;
+    for (size_t i = 0; i < n; i++) {
+      x[i] = (float)(mean + sd * ((double)(rng(&s) >> 11) * 0x1p-53 - 0.5) * 3.4);
+      w[i] = (float)ldexp((double)(rng(&s) >> 11) * 0x1p-53 + 0.5, (int)(q >> 16) % 8 - 4);
+      b[i] = (float)((double)(rng(&s) >> 11) * 0x1p-53 * 2 - 1);
+      sum += x[i];
+    }
+    double mu = sum / (double)n;
+    for (size_t i = 0; i < n; i++) sq += (x[i] - mu) * (x[i] - mu);
+    double scale = 1.0 / sqrt(sq / (double)n + 1e-5);
+    int with_b = (q >> 24) % 3 != 0, with_w = (q >> 24) % 3 != 1;
+    float *yo = y + (r & 15); /* any alignment */
+    k->affine_f32(x, yo, n, mu, scale, with_w ? w : NULL, with_b ? b : NULL,
+                  (int)(r & 1));
+    for (size_t i = 0; i < n; i++) {
+      double t = (x[i] - mu) * scale * (with_w ? w[i] : 1.0) + (with_b ? b[i] : 0.0);
+      double e = fabs(yo[i] - t) / fmax(1.0, fabs(t));
+      if (!(e <= worst)) worst = e;
+    }
+  }
+  int bad = !(worst <= 5.4e-7);
+  printf("%-10s float32 apply in float lanes, %ld rows: max error %.2g x "
+         "max(1, |y|) (bound 5.4e-7): %s\n",
+         k->name, rows, worst, bad ? "EXCEEDED" : "ok");
+  return bad;
+}
+
 int main(void) {
-  int bad = check(&kern_base);
+  int bad = check(&kern_base) + check_affine_f32(&kern_base);
 #ifdef KERN_X86
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("x86-64-v3")) bad += check(&kern_avx2);
+  if (__builtin_cpu_supports("x86-64-v3"))
+    bad += check(&kern_avx2) + check_affine_f32(&kern_avx2);
   else printf("avx2    not supported by this CPU: skipped\n");
-  if (__builtin_cpu_supports("x86-64-v4")) bad += check(&kern_avx512);
+  if (__builtin_cpu_supports("x86-64-v4"))
+    bad += check(&kern_avx512) + check_affine_f32(&kern_avx512);
   else printf("avx512  not supported by this CPU: skipped\n");
   if (__builtin_cpu_supports("x86-64-v4") &&
       __builtin_cpu_supports("avx512bf16"))

@@ -70,7 +70,7 @@ int norm_batch_rows(const norm_tensor_t *x, const norm_tensor_t *weight,
       }
     }
     double rstd = engine_rstd(var, p->eps);
-    engine_apply(x, y, &l, c, mean, engine_scale(var, p->eps, rstd), &aff);
+    engine_apply(x, y, &l, c, mean, engine_scale(var, p->eps, rstd), &aff, 0);
     stats_put(stats, c, mean, var, rstd);
   }
   return NORM_OK;

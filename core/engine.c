@@ -14,6 +14,10 @@ enum { CHUNK_BYTES = 16384 };
 /* Per-element weights in other dtypes than double are converted in blocks
  * of WBLOCK when they were not converted once up front (affine_t). */
 enum { WBLOCK = 512 };
+/* Outputs of at least STREAM_BYTES do not stay in the caches anyway: they
+ * are written with streaming stores (no read for ownership, which would
+ * add a third stream to memory). */
+#define STREAM_BYTES ((size_t)16 << 20)
 
 /* ---- layouts ---- */
 
@@ -115,12 +119,29 @@ double engine_sumsq(const norm_tensor_t *x, const layout_t *l, size_t g) {
   return sq;
 }
 
+/* Float copies of a prepared weight / bias vector, and whether they keep
+ * the float path's bounds; 0 if not. */
+static int prepare_float(const norm_tensor_t *t, const double *d, float *out,
+                         double limit) {
+  if (t == NULL) return 1;
+  if (d == NULL || t->dtype == NORM_F64) return 0; /* float64: not exact */
+  size_t n;
+  norm_tensor_check(t, &n, NULL);
+  for (size_t i = 0; i < n; i++) {
+    if (!(fabs(d[i]) <= limit)) return 0; /* NaN too */
+    out[i] = (float)d[i];                 /* exact: a float16/bfloat16/float */
+  }
+  return 1;
+}
+
 void engine_affine_init(affine_t *a, const layout_t *l,
                         const norm_tensor_t *weight,
                         const norm_tensor_t *bias) {
   a->weight = weight;
   a->bias = bias;
   a->w = a->b = NULL;
+  a->float_ok = 0;
+  a->wf = a->bf = NULL;
   if (l->affine_period != 1) return; /* one entry per run: read as scalars */
   const kern_t *k = kern_get();
   const norm_tensor_t *t[2] = {weight, bias};
@@ -136,6 +157,12 @@ void engine_affine_init(affine_t *a, const layout_t *l,
       *out[i] = buf[i];
     }
   }
+  if (prepare_float(weight, a->w, a->wfbuf, 1e30) &&
+      prepare_float(bias, a->b, a->bfbuf, 1.0)) {
+    a->float_ok = 1;
+    a->wf = weight ? a->wfbuf : NULL;
+    a->bf = bias ? a->bfbuf : NULL;
+  }
 }
 
 /* Weight or bias entries [at, at + n) as doubles: prepared, or converted
@@ -150,12 +177,23 @@ static const double *affine_slice(const kern_t *k, const norm_tensor_t *t,
 }
 
 void engine_apply(const norm_tensor_t *x, norm_tensor_t *y, const layout_t *l,
-                  size_t g, double shift, double scale, const affine_t *a) {
+                  size_t g, double shift, double scale, const affine_t *a,
+                  int bounded) {
   const kern_t *k = kern_get();
   size_t first = (g % l->affine_mod) * l->affine_mul;
   int per_element = l->affine_period == 1 && (a->weight || a->bias);
+  int stream = l->groups * layout_count(l) >= STREAM_BYTES / norm_dtype_size(y->dtype);
   for (size_t seg = 0; seg < l->nseg; seg++) {
     size_t base = g * l->group_stride + seg * l->seg_stride;
+    if (per_element && bounded && a->float_ok && fabs(scale) <= 1e30 &&
+        x->dtype == NORM_F32 && y->dtype == NORM_F32) {
+      size_t at = base * sizeof(float);
+      k->affine_f32((const float *)((const char *)x->data + at),
+                    (float *)((char *)y->data + at), l->seg_len, shift, scale,
+                    a->wf ? a->wf + first : NULL, a->bf ? a->bf + first : NULL,
+                    stream);
+      continue;
+    }
     if (per_element) {
       int whole = (a->weight == NULL || a->w) && (a->bias == NULL || a->b);
       size_t step = whole ? l->seg_len : WBLOCK;
@@ -166,7 +204,7 @@ void engine_apply(const norm_tensor_t *x, norm_tensor_t *y, const layout_t *l,
         const double *b = affine_slice(k, a->bias, a->b, first + j, n, btmp);
         k->affine[x->dtype][y->dtype](elem(x, base + j),
                                       (char *)elem(y, base + j), n, shift,
-                                      scale, w, b);
+                                      scale, w, b, stream);
       }
       continue;
     }
@@ -179,7 +217,7 @@ void engine_apply(const norm_tensor_t *x, norm_tensor_t *y, const layout_t *l,
       double w = a->weight ? norm_tensor_get(a->weight, first + kk) : 1.0;
       double b = a->bias ? norm_tensor_get(a->bias, first + kk) : 0.0;
       k->axpb[x->dtype][y->dtype](elem(x, base + j), (char *)elem(y, base + j),
-                                  run, shift, scale * w, b);
+                                  run, shift, scale * w, b, stream);
       j += run;
     }
   }
@@ -201,7 +239,9 @@ void engine_standardize(const norm_tensor_t *x, norm_tensor_t *y,
     double var = m2 / divisor;
     double rstd = placement == NORM_EPS_INSIDE_SQRT ? engine_rstd(var, eps)
                                                     : 1.0 / (sqrt(var) + eps);
-    engine_apply(x, y, l, g, mean, engine_scale(var, eps, rstd), &aff);
+    int bounded = fabs(mean) <= 1e37 && sqrt(m2) <= 1e37;
+    engine_apply(x, y, l, g, mean, engine_scale(var, eps, rstd), &aff,
+                 bounded);
     stats_put(stats, g, mean, var, rstd);
   }
 }

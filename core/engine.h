@@ -56,15 +56,33 @@ typedef struct {
   const norm_tensor_t *weight, *bias; /* NULL: w = 1, b = 0 */
   const double *w, *b;                /* prepared entries, or NULL */
   double wbuf[ENGINE_PREP], bbuf[ENGINE_PREP];
+  /* The same as floats, when the float path of engine_apply may be used
+   * for float32 rows: weights and biases exact in float (float32, float16,
+   * bfloat16), |w| <= 1e30, |b| <= 1 (see engine_apply). */
+  int float_ok;
+  const float *wf, *bf;
+  float wfbuf[ENGINE_PREP], bfbuf[ENGINE_PREP];
 } affine_t;
 void engine_affine_init(affine_t *a, const layout_t *l,
                         const norm_tensor_t *weight, const norm_tensor_t *bias);
 
 /* y = (x - shift) * scale * w + b over group g. The group was usually just
  * read by engine_moments, so for a group that fits in L2 this pass reads
- * it from cache, not memory. */
+ * it from cache, not memory.
+ *
+ * Float path: float32 rows with per-element weights run in float lanes
+ * when a->float_ok, |scale| <= 1e30 and `bounded` (the caller's proof that
+ * every |x - shift| <= 1e37, e.g. |mean| and sqrt(M2) both <= 1e37). With
+ * d = (x - hi) - lo (shift = hi + lo in floats) and y = fma(d * scale, w,
+ * b), about five float roundings give |y - exact| <= 2^-22 (|d scale w| +
+ * |y|) + 2^-48 |shift scale w| <= 2^-22 (2 |y| + |b|) + tiny, so with
+ * |b| <= 1 the error stays below 5.4e-7 max(1, |y|): inside the 1e-6
+ * max(1, |y|) contract of the tests, though not the same bits as the
+ * double path (which half-precision outputs keep). No intermediate
+ * overflows: |d| <= 1e37 and |d scale| <= sqrt(count). */
 void engine_apply(const norm_tensor_t *x, norm_tensor_t *y, const layout_t *l,
-                  size_t g, double shift, double scale, const affine_t *a);
+                  size_t g, double shift, double scale, const affine_t *a,
+                  int bounded);
 
 /* The standardizing loop shared by layer, group and instance norm: for each
  * group g in [begin, end), var = M2 / (count - ddof), rstd from eps and its

@@ -34,12 +34,21 @@ typedef struct {
   void (*centered[KDT])(const void *x, size_t n, double mu, double out[2]);
   /* dst[i] = x[i] as double */
   void (*to_double[KDT])(const void *x, size_t n, double *dst);
-  /* y = (x - shift) * a + c, indexed [x dtype][y dtype] */
+  /* y = (x - shift) * a + c, indexed [x dtype][y dtype]. With `stream`,
+   * y is written with streaming stores where the table has them (for
+   * outputs larger than the caches: no read for ownership). */
   void (*axpb[KDT][KDT])(const void *x, void *y, size_t n, double shift,
-                         double a, double c);
+                         double a, double c, int stream);
   /* y = (x - shift) * scale * w[i] + b[i]; w or b (not both) may be NULL */
   void (*affine[KDT][KDT])(const void *x, void *y, size_t n, double shift,
-                           double scale, const double *w, const double *b);
+                           double scale, const double *w, const double *b,
+                           int stream);
+  /* float32 -> float32 y = (x - shift) * scale * w[i] + b[i] in float
+   * lanes (w or b, not both, may be NULL), for the callers that proved the
+   * error bound of engine_apply's float path; rounds differently from
+   * `affine`, within 2^-22 (|(x - shift) * scale * w| + |y|). */
+  void (*affine_f32)(const float *x, float *y, size_t n, double shift,
+                     double scale, const float *w, const float *b, int stream);
 } kern_t;
 
 extern const kern_t kern_base;

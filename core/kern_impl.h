@@ -146,7 +146,7 @@ KINLINE vu bf16_from_float_bits(vu u) {
   return ((hi | 0x40u) & nan) | (r & ~nan);
 }
 
-KINLINE void st_bf16(uint16_t *p, vd v) {
+KINLINE vh bf16_pack(vd v) {
   vu u = (vu)__builtin_convertvector(v, vf);
 #if KERN_BF16NE
   /* vcvtneps2bf16 rounds to nearest even and quiets NaN exactly as
@@ -154,14 +154,16 @@ KINLINE void st_bf16(uint16_t *p, vd v) {
    * vectors with a subnormal lane take the integer path below. */
   vu tiny = (vu)(((u & 0x7FFFFFFFu) - 1u) < 0x7FFFFFu);
   vu tie = (vu)((u & 0xFFFFu) == 0x8000u);
-  if (__builtin_expect(!any_set(tiny | tie), 1)) {
-    _mm_storeu_si128((__m128i *)p, (__m128i)_mm256_cvtneps_pbh((__m256)u));
-    return;
-  }
+  if (__builtin_expect(!any_set(tiny | tie), 1))
+    return (vh)_mm256_cvtneps_pbh((__m256)u);
 #endif
   if (__builtin_expect(any_set((vu)((u & 0xFFFFu) == 0x8000u)), 0))
     u = round_odd(v);
-  vh h = __builtin_convertvector(bf16_from_float_bits(u), vh);
+  return __builtin_convertvector(bf16_from_float_bits(u), vh);
+}
+
+KINLINE void st_bf16(uint16_t *p, vd v) {
+  vh h = bf16_pack(v);
   memcpy(p, &h, sizeof h);
 }
 
@@ -182,6 +184,36 @@ KINLINE void st_f16(uint16_t *p, vd v) {
 #endif
 }
 
+/* Streaming stores (no read for ownership, no cache pollution) for outputs
+ * larger than the caches, on AVX-512 tables; p must be aligned to the
+ * vector (head_to_align). Elsewhere they are the plain stores. */
+#if KERN_F16C && VW == 8
+#define KERN_NT 1
+KINLINE void st_f32_nt(float *p, vd v) {
+  _mm256_stream_ps(p, (__m256)__builtin_convertvector(v, vf));
+}
+KINLINE void st_f64_nt(double *p, vd v) { _mm512_stream_pd(p, (__m512d)v); }
+KINLINE void st_bf16_nt(uint16_t *p, vd v) {
+  _mm_stream_si128((__m128i *)p, (__m128i)bf16_pack(v));
+}
+KINLINE void stream_fence(void) { _mm_sfence(); }
+#else
+#define KERN_NT 0
+#define st_f32_nt st_f32
+#define st_f64_nt st_f64
+#define st_bf16_nt st_bf16
+KINLINE void stream_fence(void) {}
+#endif
+#define st_f16_nt st_f16 /* float16 outputs are rare: plain stores */
+
+/* Elements of size `size` before p + that * size is 64-byte aligned (at
+ * most n). */
+KINLINE size_t head_to_align(const void *p, size_t size, size_t n) {
+  size_t mis = (size_t)(-(uintptr_t)p & 63);
+  size_t k = mis % size == 0 ? mis / size : n; /* unreachable: all scalar */
+  return k < n ? k : n;
+}
+
 /* ---- scalar element access for the tails ---------------------------------- */
 
 KINLINE double e_f32(const float *p) { return *p; }
@@ -199,6 +231,16 @@ KINLINE vd vfma(vd a, vd b, vd c) {
   return (vd)_mm512_fmadd_pd((__m512d)a, (__m512d)b, (__m512d)c);
 #elif KERN_F16C && VW == 4
   return (vd)_mm256_fmadd_pd((__m256d)a, (__m256d)b, (__m256d)c);
+#else
+  return a * b + c;
+#endif
+}
+
+/* The scalar twin of vfma, so that tails round like vector bodies (and a
+ * result does not depend on where a vector starts). */
+KINLINE double sfma(double a, double b, double c) {
+#if KERN_F16C
+  return __builtin_fma(a, b, c);
 #else
   return a * b + c;
 #endif
@@ -282,7 +324,7 @@ KINLINE double hsum(vd v) {
     for (; i < n; i++) {                                                       \
       double v = e_##dt(x + i) - mu;                                           \
       dev += v;                                                                \
-      sq += v * v;                                                             \
+      sq = sfma(v, v, sq);                                                     \
     }                                                                          \
     out[0] = dev;                                                              \
     out[1] = sq;                                                               \
@@ -301,45 +343,67 @@ DEF_READ(bf16, uint16_t)
 
 /* ---- y = f(x), one pair of loops per (input, output) dtype ---------------- */
 
+/* The vector loops of the apply kernels, with STORE a normal or a
+ * streaming store. */
+#define AXPB_LOOPS(xt, STORE)                                                  \
+  for (; i + 2 * VW <= n; i += 2 * VW) {                                       \
+    vd v0 = ld_##xt(x + i), v1 = ld_##xt(x + i + VW);                          \
+    STORE(y + i, vfma(v0 - shift, va, vc));                                    \
+    STORE(y + i + VW, vfma(v1 - shift, va, vc));                               \
+  }                                                                            \
+  for (; i + VW <= n; i += VW) STORE(y + i, vfma(ld_##xt(x + i) - shift, va, vc));
+#define AFFINE_LOOPS(xt, STORE)                                                \
+  if (w && b) {                                                                \
+    for (; i + VW <= n; i += VW)                                               \
+      STORE(y + i, vfma((ld_##xt(x + i) - shift) * scale, ld_f64(w + i),       \
+                        ld_f64(b + i)));                                       \
+  } else if (w) {                                                              \
+    for (; i + VW <= n; i += VW)                                               \
+      STORE(y + i, (ld_##xt(x + i) - shift) * scale * ld_f64(w + i));          \
+  } else {                                                                     \
+    for (; i + VW <= n; i += VW)                                               \
+      STORE(y + i, vfma(ld_##xt(x + i) - shift, (vd){0} + scale,               \
+                        ld_f64(b + i)));                                       \
+  }
+
 #define DEF_WRITE(xt, XT, yt, YT)                                              \
   static void KFN(axpb_##xt##_##yt)(const void *xv, void *yv, size_t n,        \
-                                    double shift, double a, double c) {        \
+                                    double shift, double a, double c,          \
+                                    int stream) {                              \
     const XT *x = xv;                                                          \
     YT *y = yv;                                                                \
     size_t i = 0;                                                              \
     const vd va = (vd){0} + a, vc = (vd){0} + c;                               \
-    for (; i + 2 * VW <= n; i += 2 * VW) {                                     \
-      vd v0 = ld_##xt(x + i), v1 = ld_##xt(x + i + VW);                        \
-      st_##yt(y + i, vfma(v0 - shift, va, vc));                                \
-      st_##yt(y + i + VW, vfma(v1 - shift, va, vc));                           \
+    if (stream && KERN_NT) {                                                   \
+      i = head_to_align(y, sizeof(YT), n);                                     \
+      KFN(axpb_##xt##_##yt)(x, y, i, shift, a, c, 0);                          \
+      AXPB_LOOPS(xt, st_##yt##_nt)                                             \
+      stream_fence();                                                          \
+    } else {                                                                   \
+      AXPB_LOOPS(xt, st_##yt)                                                  \
     }                                                                          \
-    for (; i + VW <= n; i += VW)                                               \
-      st_##yt(y + i, vfma(ld_##xt(x + i) - shift, va, vc));                    \
-    for (; i < n; i++) s_##yt(y + i, (e_##xt(x + i) - shift) * a + c);         \
+    for (; i < n; i++) s_##yt(y + i, sfma(e_##xt(x + i) - shift, a, c));        \
   }                                                                            \
   static void KFN(affine_##xt##_##yt)(const void *xv, void *yv, size_t n,      \
                                       double shift, double scale,              \
-                                      const double *w, const double *b) {      \
+                                      const double *w, const double *b,        \
+                                      int stream) {                            \
     const XT *x = xv;                                                          \
     YT *y = yv;                                                                \
     size_t i = 0;                                                              \
-    if (w && b) {                                                              \
-      for (; i + VW <= n; i += VW)                                             \
-        st_##yt(y + i, vfma((ld_##xt(x + i) - shift) * scale, ld_f64(w + i),   \
-                            ld_f64(b + i)));                                   \
-      for (; i < n; i++)                                                       \
-        s_##yt(y + i, (e_##xt(x + i) - shift) * scale * w[i] + b[i]);          \
-    } else if (w) {                                                            \
-      for (; i + VW <= n; i += VW)                                             \
-        st_##yt(y + i, (ld_##xt(x + i) - shift) * scale * ld_f64(w + i));      \
-      for (; i < n; i++)                                                       \
-        s_##yt(y + i, (e_##xt(x + i) - shift) * scale * w[i]);                 \
+    if (stream && KERN_NT) {                                                   \
+      i = head_to_align(y, sizeof(YT), n);                                     \
+      KFN(affine_##xt##_##yt)(x, y, i, shift, scale, w, b, 0);                 \
+      AFFINE_LOOPS(xt, st_##yt##_nt)                                           \
+      stream_fence();                                                          \
     } else {                                                                   \
-      for (; i + VW <= n; i += VW)                                             \
-        st_##yt(y + i, vfma(ld_##xt(x + i) - shift, (vd){0} + scale,            \
-                            ld_f64(b + i)));                                   \
-      for (; i < n; i++)                                                       \
-        s_##yt(y + i, (e_##xt(x + i) - shift) * scale + b[i]);                 \
+      AFFINE_LOOPS(xt, st_##yt)                                                \
+    }                                                                          \
+    for (; i < n; i++) {                                                       \
+      double t = e_##xt(x + i) - shift;                                        \
+      s_##yt(y + i, w && b ? sfma(t * scale, w[i], b[i])                       \
+                    : w    ? t * scale * w[i]                                  \
+                           : sfma(t, scale, b[i]));                            \
     }                                                                          \
   }
 
@@ -369,16 +433,21 @@ DEF_WRITE_FROM(bf16, uint16_t)
  * an overflow or a zero r, makes it unsafe). Subnormal r (which
  * vcvtneps2bf16 flushes) is also left to the double path. */
 static void KFN(axpb_bf16_bf16_f)(const void *xv, void *yv, size_t n,
-                                  double shift, double a, double c) {
+                                  double shift, double a, double c,
+                                  int stream) {
   const uint16_t *x = xv;
   uint16_t *y = yv;
+  size_t i = 0;
+  if (stream) { /* align y for 32-byte streaming stores */
+    i = head_to_align(y, 2, n);
+    KFN(axpb_bf16_bf16)(x, y, i, shift, a, c, 0);
+  }
   const float shf = (float)shift;
   const __m512 sh = _mm512_set1_ps(shf);
   const __m512 sl = _mm512_set1_ps((float)(shift - (double)shf));
   const __m512 af = _mm512_set1_ps((float)a), cf = _mm512_set1_ps((float)c);
   const __m512 abs_c = _mm512_abs_ps(cf);
   const vd va = (vd){0} + a, vc = (vd){0} + c;
-  size_t i = 0;
   for (; i + 16 <= n; i += 16) {
     __m512i raw = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(x + i)));
     __m512 xf = _mm512_castsi512_ps(_mm512_slli_epi32(raw, 16));
@@ -398,16 +467,94 @@ static void KFN(axpb_bf16_bf16_f)(const void *xv, void *yv, size_t n,
         _mm512_sub_epi32(_mm512_and_si512(ur, _mm512_set1_epi32(0x7FFFFFFF)),
                          _mm512_set1_epi32(1)),
         _mm512_set1_epi32(0x7FFFFF));
+    __m256i out;
     if (__builtin_expect(safe == 0xFFFF && tiny == 0, 1)) {
-      _mm256_storeu_si256((__m256i *)(y + i), (__m256i)_mm512_cvtneps_pbh(r));
+      out = (__m256i)_mm512_cvtneps_pbh(r);
     } else {
-      st_bf16(y + i, vfma(ld_bf16(x + i) - shift, va, vc));
-      st_bf16(y + i + 8, vfma(ld_bf16(x + i + 8) - shift, va, vc));
+      __m128i lo = (__m128i)bf16_pack(vfma(ld_bf16(x + i) - shift, va, vc));
+      __m128i hi = (__m128i)bf16_pack(vfma(ld_bf16(x + i + 8) - shift, va, vc));
+      out = _mm256_set_m128i(hi, lo);
     }
+    if (stream) _mm256_stream_si256((__m256i *)(y + i), out);
+    else _mm256_storeu_si256((__m256i *)(y + i), out);
   }
-  KFN(axpb_bf16_bf16)(x + i, y + i, n - i, shift, a, c);
+  if (stream) _mm_sfence();
+  KFN(axpb_bf16_bf16)(x + i, y + i, n - i, shift, a, c, 0);
 }
 #endif
+
+/* ---- float32 apply in float lanes ------------------------------------------ */
+
+typedef float vF __attribute__((vector_size(VW * 8))); /* 2 VW float lanes */
+#define FW (2 * VW)
+
+KINLINE vF ld_vF(const float *p) {
+  vF v;
+  memcpy(&v, p, sizeof v);
+  return v;
+}
+
+KINLINE vF fmaF(vF a, vF b, vF c) {
+#if KERN_F16C && VW == 8
+  return (vF)_mm512_fmadd_ps((__m512)a, (__m512)b, (__m512)c);
+#elif KERN_F16C && VW == 4
+  return (vF)_mm256_fmadd_ps((__m256)a, (__m256)b, (__m256)c);
+#else
+  return a * b + c;
+#endif
+}
+
+KINLINE float sfmaf(float a, float b, float c) {
+#if KERN_F16C
+  return __builtin_fmaf(a, b, c);
+#else
+  return a * b + c;
+#endif
+}
+
+KINLINE void stF(float *p, vF v, int stream) {
+#if KERN_NT
+  if (stream) {
+    _mm512_stream_ps(p, (__m512)v);
+    return;
+  }
+#endif
+  (void)stream;
+  memcpy(p, &v, sizeof v);
+}
+
+/* d = (x - hi) - lo with shift = hi + lo split in two floats, then
+ * y = fma(d * scale, w, b) (or d * scale * w, or fma(d, scale, b)). */
+static void KFN(affine_f32f)(const float *x, float *y, size_t n, double shift,
+                             double scale, const float *w, const float *b,
+                             int stream) {
+  const float hi = (float)shift, lo = (float)(shift - (double)hi);
+  const float sc = (float)scale;
+  const vF vhi = (vF){0} + hi, vlo = (vF){0} + lo, vsc = (vF){0} + sc;
+  size_t i = 0;
+  if (stream && KERN_NT) {
+    i = head_to_align(y, sizeof(float), n);
+    KFN(affine_f32f)(x, y, i, shift, scale, w, b, 0);
+  }
+  if (w && b) {
+    for (; i + FW <= n; i += FW)
+      stF(y + i, fmaF((ld_vF(x + i) - vhi - vlo) * vsc, ld_vF(w + i), ld_vF(b + i)),
+          stream);
+  } else if (w) {
+    for (; i + FW <= n; i += FW)
+      stF(y + i, (ld_vF(x + i) - vhi - vlo) * vsc * ld_vF(w + i), stream);
+  } else {
+    for (; i + FW <= n; i += FW)
+      stF(y + i, fmaF(ld_vF(x + i) - vhi - vlo, vsc, ld_vF(b + i)), stream);
+  }
+  if (stream) stream_fence();
+  for (; i < n; i++) {
+    float d = (x[i] - hi) - lo;
+    y[i] = w && b ? sfmaf(d * sc, w[i], b[i])
+           : w    ? d * sc * w[i]
+                  : sfmaf(d, sc, b[i]);
+  }
+}
 
 /* ---- the table ------------------------------------------------------------ */
 
@@ -442,4 +589,5 @@ const kern_t KERN_TABLE = {
     .axpb = KMAT(axpb),
 #endif
     .affine = KMAT(affine),
+    .affine_f32 = KFN(affine_f32f),
 };

@@ -35,7 +35,8 @@ int norm_rms_rows(const norm_tensor_t *x, const norm_tensor_t *weight,
   for (size_t g = begin; g < end; g++) {
     double ms = engine_sumsq(x, &l, g) / (double)layout_count(&l);
     double rstd = engine_rstd(ms, p->eps);
-    engine_apply(x, y, &l, g, 0.0, engine_scale(ms, p->eps, rstd), &aff);
+    /* shift 0: |x| is a float, |x * rstd| <= sqrt(count) */
+    engine_apply(x, y, &l, g, 0.0, engine_scale(ms, p->eps, rstd), &aff, 1);
     if (stats && stats->rms) stats->rms[g] = sqrt(ms);
     if (stats && stats->rstd) stats->rstd[g] = rstd;
   }
