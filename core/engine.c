@@ -182,7 +182,8 @@ void engine_apply(const norm_tensor_t *x, norm_tensor_t *y, const layout_t *l,
   const kern_t *k = kern_get();
   size_t first = (g % l->affine_mod) * l->affine_mul;
   int per_element = l->affine_period == 1 && (a->weight || a->bias);
-  int stream = l->groups * layout_count(l) >= STREAM_BYTES / norm_dtype_size(y->dtype);
+  size_t numel = l->groups * layout_count(l);
+  int stream = numel >= STREAM_BYTES / norm_dtype_size(y->dtype);
   for (size_t seg = 0; seg < l->nseg; seg++) {
     size_t base = g * l->group_stride + seg * l->seg_stride;
     if (per_element && bounded && a->float_ok && fabs(scale) <= 1e30 &&
