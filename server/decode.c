@@ -673,8 +673,10 @@ int decode_query(const query_param_t *query, size_t n, json_t *obj,
                        "%s is given in both the body and the query", key);
     } else {
       json_t *v = query_value(value);
-      if (v == NULL || json_object_set(obj, key, v) != 0 ||
-          json_object_set_new(seen, key, v) != 0)
+      int bad = v == NULL || json_object_set(obj, key, v) != 0;
+      if (bad) json_decref(v); /* (a key that is not UTF-8 is refused) */
+      else bad = json_object_set_new(seen, key, v) != 0; /* takes v */
+      if (bad)
         rc = problem_set(prob, 422, "bad_field", key,
                          "query parameter %s is not valid text", key);
     }
