@@ -1,0 +1,269 @@
+#!/usr/bin/env python3
+"""Writes the seed corpora of the libFuzzer targets (tests/fuzz/corpus/<target>/):
+a few valid requests per route and format, and a few near misses, in each
+target's input layout (see the comment at the top of each fuzz_<target>.c).
+The output is committed; rerun after changing a layout:
+
+    /usr/bin/python3 tests/fuzz/gen_corpus.py
+
+Deterministic: the same files every time (names are the seed's purpose).
+"""
+import json
+import os
+import shutil
+import struct
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+OUT = HERE / "corpus"
+
+# op_t values (server/request.h)
+LAYER, RMS, BATCH, GROUP, INSTANCE, MOMENTS, MERGE, RESIDUAL = range(8)
+V2 = 0x80
+
+PATHS = {LAYER: "/v1/norm/layer", RMS: "/v1/norm/rms", BATCH: "/v1/norm/batch",
+         GROUP: "/v1/norm/group", INSTANCE: "/v1/norm/instance",
+         MOMENTS: "/v1/moments", MERGE: "/v1/moments/merge",
+         RESIDUAL: "/v1/residual/simulate"}
+MODELS = {LAYER: "layer_norm", RMS: "rms_norm", BATCH: "batch_norm",
+          GROUP: "group_norm", INSTANCE: "instance_norm"}
+
+
+def js(obj):
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+# ---- /v1 JSON bodies, per op -------------------------------------------------
+V1 = {
+    LAYER: [
+        {"input": [[1, 2, 3, 4, 5], [2, 4, 6, 8, 10]]},
+        {"input": {"shape": [2, 3], "dtype": "float16",
+                   "data": [1, 2, 3, "NaN", "Infinity", "-Infinity"]},
+         "normalized_shape": [3], "weight": [1, 1, 1], "bias": [0, 0, 0],
+         "variance": "unbiased", "eps_placement": "outside_sqrt",
+         "return": ["output", "stats", "output_stats"]},
+        {"input": {"shape": [2, 2, 2], "dtype": "float64",
+                   "data": [1, 2, 3, 4, 5, 6, 7, 8]}, "axis": -2,
+         "eps": 1e-3, "output_dtype": "bfloat16", "explain": True,
+         "histogram_bins": 4, "histogram_range": "separate"},
+        {"input": [1, 2], "epsilon": 1},
+    ],
+    RMS: [
+        {"input": [[1, 2, 3, 4]], "weight": [1, 1, 2, 2], "eps": 1e-6},
+        {"input": {"shape": [1, 4], "dtype": "bfloat16", "data": [1, -2, 3, -4]},
+         "normalized_shape": 4, "return": "stats", "binary_data_output": True},
+    ],
+    BATCH: [
+        {"input": [[1, 2], [3, 4], [5, 9]], "running_mean": [0, 0],
+         "running_var": [1, 1], "momentum": None, "num_batches_tracked": 3,
+         "return": ["output", "running_stats"]},
+        {"input": [[1, 2], [3, 4]], "mode": "eval", "running_mean": [2, 3],
+         "running_var": [1, 1], "weight": [1, 2], "bias": [0, 1]},
+        {"input": {"shape": [2, 2, 2], "data": [1, 2, 3, 4, 5, 6, 7, 8]},
+         "mode": "given", "mean": [1, 2], "var": [1, 4]},
+    ],
+    GROUP: [
+        {"input": {"shape": [1, 4, 2], "data": [1, 2, 3, 4, 5, 6, 7, 8]},
+         "num_groups": 2, "weight": [1, 1, 1, 1], "bias": [0, 0, 0, 0]},
+        {"input": [[[1, 2]], [[3, 4]]], "num_groups": 3},
+    ],
+    INSTANCE: [
+        {"input": {"shape": [1, 2, 3], "data": [1, 2, 3, 10, 20, 30]},
+         "weight": [1, 2], "bias": [0, 1], "return": "output_stats"},
+    ],
+    MOMENTS: [
+        {"input": [[1, 2, 3, 4, 5], [2, 4, 6, 8, 10]]},
+        {"input": {"shape": [2, 3, 2], "data": list(range(12))},
+         "layout": "channels"},
+    ],
+    MERGE: [
+        {"parts": [{"count": [5], "mean": [3], "m2": [10]},
+                   {"count": [5], "mean": [6], "m2": [40]}]},
+        {"parts": [{"shape": [2], "count": [0, 2], "mean": [0, 1],
+                    "m2": [0, "NaN"], "var": [1, 1]}]},
+    ],
+    RESIDUAL: [
+        {"tokens": 4, "d": 8, "layers": 3, "norm": "rms", "placement": "both",
+         "seed": 7, "gain": 1.5, "eps": 1e-5},
+    ],
+}
+
+# ---- /v2 (KServe v2) JSON bodies ---------------------------------------------
+def v2_body(op):
+    inputs = [{"name": "input", "shape": [2, 3], "datatype": "FP32",
+               "data": [1, 2, 3, 4, 5, 6]}]
+    params = {"eps": 1e-5}
+    if op in (BATCH, GROUP, INSTANCE):
+        inputs = [{"name": "input", "shape": [1, 2, 3], "datatype": "FP64",
+                   "data": [[[1, 2, 3], [4, 5, 6]]]},
+                  {"name": "weight", "shape": [2], "datatype": "FP16",
+                   "data": [1, 2]}]
+    if op == GROUP:
+        params["num_groups"] = 2
+    if op == BATCH:
+        inputs.append({"name": "running_mean", "shape": [2], "datatype": "FP32",
+                       "data": [0, 0]})
+        inputs.append({"name": "running_var", "shape": [2], "datatype": "FP32",
+                       "data": [1, 1]})
+    outputs = [{"name": "output"},
+               {"name": "rstd", "parameters": {"binary_data": True}}]
+    return {"id": "seed-%d" % op, "inputs": inputs, "parameters": params,
+            "outputs": outputs}
+
+
+# ---- .npy files --------------------------------------------------------------
+def npy(descr, shape, values, fortran=False, version=1, pad_to=64):
+    shape_text = "(%s)" % (", ".join(str(d) for d in shape) +
+                           ("," if len(shape) == 1 else ""))
+    d = "{'descr': '%s', 'fortran_order': %s, 'shape': %s, }" % (
+        descr, "True" if fortran else "False", shape_text)
+    pre = 10 if version == 1 else 12
+    header = d.encode() + b" " * ((-(pre + len(d) + 1)) % pad_to) + b"\n"
+    magic = b"\x93NUMPY" + bytes([version, 0])
+    magic += struct.pack("<H" if version == 1 else "<I", len(header))
+    fmt = {"f4": "f", "f8": "d", "f2": "e"}[descr[1:]]
+    data = struct.pack(descr[0] + fmt * len(values), *values)
+    return magic + header + data
+
+
+NPYS = {
+    "f4_2x4": npy("<f4", [2, 4], [1, 2, 3, 4, 5, 6, 7, 8]),
+    "f4_2x2x3": npy("<f4", [2, 2, 3], list(range(12))),
+    "f8_be_6": npy(">f8", [6], [0.5, 1, 2, 4, 8, 16]),
+    "f2_fortran_3x2": npy("<f2", [3, 2], [1, 2, 3, 4, 5, 6], fortran=True),
+    "f4_v2_1x2x2": npy("<f4", [1, 2, 2], [1, -1, 2, -2], version=2),
+    "f8_v3_2x3": npy("<f8", [2, 3], [1, 2, 3, 4, 5, 6], version=3),
+    "f2_be_fortran_2x2x2": npy(">f2", [2, 2, 2], list(range(8)), fortran=True),
+}
+
+# ---- framed bodies: (selector, JSON header, binary tail) ---------------------
+def framed(sel, header, tail):
+    h = js(header)
+    return bytes([sel]) + struct.pack("<H", len(h)) + h + tail
+
+
+F32 = lambda *v: struct.pack("<%df" % len(v), *v)
+FRAMED = {
+    "layer_binary_input": framed(LAYER, {
+        "input": {"shape": [2, 3], "dtype": "float32",
+                  "parameters": {"binary_data_size": 24}},
+        "weight": [1, 2, 3]}, F32(1, 2, 3, 4, 5, 6)),
+    "batch_binary_running": framed(BATCH, {
+        "input": {"shape": [2, 2], "parameters": {"binary_data_size": 16}},
+        "running_mean": {"shape": [2], "parameters": {"binary_data_size": 8}},
+        "running_var": {"shape": [2], "parameters": {"binary_data_size": 8}},
+        "return": ["output", "running_stats"]},
+        F32(1, 2, 3, 4) + F32(0, 0) + F32(1, 1)),
+    "layer_json_only": framed(LAYER, {"input": [[1, 2], [3, 4]]}, b""),
+    "v2_rms_binary": framed(RMS | V2, {
+        "inputs": [{"name": "input", "shape": [1, 4], "datatype": "FP32",
+                    "parameters": {"binary_data_size": 16}}],
+        "parameters": {"binary_data_output": True}}, F32(1, 2, 3, 4)),
+    "v2_group_f16": framed(GROUP | V2, {
+        "inputs": [{"name": "input", "shape": [1, 2, 2], "datatype": "FP16",
+                    "parameters": {"binary_data_size": 8}}],
+        "parameters": {"num_groups": 1}},
+        struct.pack("<4e", 1, 2, 3, 4)),
+    "header_as_text": bytes([LAYER | 0x20, 0, 0]) + b"27\n" +
+        js({"input": [[1, 2], [3, 4]]}) + b"xx",
+    "no_header_length": bytes([INSTANCE | 0x10, 0, 0]) +
+        js({"input": [[[1, 2]]]}),
+}
+
+# ---- query strings (selector: op | body << 4) --------------------------------
+QUERIES = {
+    "layer_eps": (LAYER, "eps=0.001&normalized_shape=4&return=output,stats"),
+    "layer_axis": (LAYER | 1 << 4, "axis=-2&variance=unbiased&explain=true"),
+    "rms_weight": (RMS, "weight=1,1,2,2&output_dtype=float16"),
+    "batch_running": (BATCH | 1 << 4,
+                      "running_mean=0,0&running_var=1,1&momentum=null"),
+    "batch_eval": (BATCH | 1 << 4,
+                   "mode=eval&running_mean=0,0&running_var=1,1&weight=1,2"),
+    "group": (GROUP | 1 << 4 | 0x80, "num_groups=2"),
+    "group_bad": (GROUP | 1 << 4, "num_groups=3&num_groups=1"),
+    "instance": (INSTANCE | 3 << 4, "bias=%30,1&eps=1e-5"),
+    "moments": (MOMENTS | 2 << 4, "layout=rows&normalized_shape=6"),
+    "escapes": (LAYER, "%65ps=%31e-3&return=%00&x&=1&return"),
+}
+
+# ---- config (selector: mode) ----------------------------------------------
+CONFIGS = {
+    "file_small": b"\x00" + js({"port": 9000, "port_doc": "x",
+                                 "max_inflight": 8, "cors_origins": "*",
+                                 "log_level": "warn"}),
+    "file_bad_type": b"\x00" + js({"threads": "4"}),
+    "file_dup": b'\x00{"port": 1, "port": 2}',
+    "set": b"\x01port=0\nmax_inflight=8\ncors_origins=http://a.example,https://b.example:8443\nlog_level=debug\nhost=::",
+    "env": b"\x02NORMD_PORT=9000\nNORMD_MAX_BODY_BYTES=4096\nNORMD_WEB_ROOT=web\nNORMD_DRAIN_TIMEOUT_S=-1",
+    "args": b"\x03--port\n9000\n--max-inflight=8\n-p1\n--print-config",
+    "args_help": b"\x03-h",
+}
+if (HERE.parent.parent / "config" / "normd.json").is_file():
+    CONFIGS["file_default"] = b"\x00" + (
+        HERE.parent.parent / "config" / "normd.json").read_bytes()
+
+# ---- raw HTTP requests ---------------------------------------------------------
+def http(path, body=b"", headers=()):
+    head = ["POST %s HTTP/1.1" % path, "Host: localhost"]
+    head += ["%s: %s" % h for h in headers]
+    head.append("Content-Length: %d" % len(body))
+    return ("\r\n".join(head) + "\r\n\r\n").encode() + body
+
+
+def requests():
+    out = {}
+    for op, bodies in V1.items():
+        out["v1_op%d" % op] = http(PATHS[op], js(bodies[0]),
+                                   [("Content-Type", "application/json")])
+    for op, model in MODELS.items():
+        out["v2_" + model] = http("/v2/models/%s/infer" % model,
+                                  js(v2_body(op)),
+                                  [("Content-Type", "application/json")])
+    out["npy_query"] = http(
+        "/v1/norm/layer?eps=0.001&normalized_shape=2,4", NPYS["f4_2x4"],
+        [("Content-Type", "application/x-npy"), ("Accept", "application/x-npy")])
+    f = FRAMED["layer_binary_input"]
+    hl = struct.unpack("<H", f[1:3])[0]
+    out["framed"] = http("/v1/norm/layer", f[3:], [
+        ("Content-Type", "application/octet-stream"),
+        ("Inference-Header-Content-Length", str(hl)),
+        ("Accept", "application/json;q=0.5, application/octet-stream")])
+    out["v2_versioned"] = http("/v2/models/rms_norm/versions/1/infer",
+                               js(v2_body(RMS)),
+                               [("Content-Type", "application/json; charset=utf-8")])
+    out["unsupported_type"] = http("/v1/norm/layer", b"a,b",
+                                   [("Content-Type", "text/csv")])
+    out["escaped_path"] = http("/v1/norm/%6Cayer", js(V1[LAYER][0]), [])
+    return out
+
+
+def write(target, files):
+    d = OUT / target
+    shutil.rmtree(d, ignore_errors=True)
+    d.mkdir(parents=True)
+    for name, data in sorted(files.items()):
+        (d / name).write_bytes(data)
+
+
+def main():
+    json_seeds = {}
+    for op, bodies in V1.items():
+        for i, b in enumerate(bodies):
+            json_seeds["v1_op%d_%d" % (op, i)] = bytes([op]) + js(b)
+    json_seeds["v1_accept_framed"] = bytes([LAYER | 1 << 4]) + js(V1[LAYER][1])
+    json_seeds["v1_accept_npy"] = bytes([RMS | 2 << 4]) + js(V1[RMS][0])
+    json_seeds["v1_misaligned"] = bytes([BATCH | 0x40]) + js(V1[BATCH][0])
+    for op in MODELS:
+        json_seeds["v2_op%d" % op] = bytes([op | V2]) + js(v2_body(op))
+    json_seeds["malformed"] = bytes([LAYER]) + b'{"input": [1, 2,'
+    json_seeds["deep"] = bytes([LAYER]) + b'{"input":' + b"[" * 40 + b"1" + b"]" * 40 + b"}"
+    write("json", json_seeds)
+    write("npy", NPYS)
+    write("framed", FRAMED)
+    write("query", {k: bytes([s]) + q.encode() for k, (s, q) in QUERIES.items()})
+    write("config", CONFIGS)
+    write("request", requests())
+
+
+if __name__ == "__main__":
+    main()
