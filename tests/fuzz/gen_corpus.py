@@ -9,7 +9,6 @@ The output is committed; rerun after changing a layout:
 Deterministic: the same files every time (names are the seed's purpose).
 """
 import json
-import os
 import shutil
 import struct
 from pathlib import Path
