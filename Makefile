@@ -6,7 +6,7 @@ OPTIMIZATION ?= -O2
 WARN := -Wall -Wextra -Werror
 CFLAGS ?= -std=c11 $(OPTIMIZATION) $(WARN) -g -D_GNU_SOURCE $(CFLAGS_EXTRA)
 PKG_CONFIG ?= pkg-config
-BUILD := build
+BUILD ?= build
 VERSION := 0.1.0
 REVISION := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
 
@@ -172,3 +172,87 @@ cluster-test:
 	@scripts/install-deps.sh cluster
 	$(MAKE) --no-print-directory $(NORMD)
 	/usr/bin/python3 tests/deploy/cluster_test.py
+
+# ---- reliability: sanitizers, valgrind, fuzzing, stress --------------------
+# Each sanitizer build lives in its own directory under build/ (so `make
+# clean` removes it), made by a sub-make with BUILD pointing there.
+
+SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all \
+             -fno-omit-frame-pointer
+# Any report stops the process with a non-zero status; the daemon's reports
+# also go to files (log_path) that the black-box run checks afterwards,
+# since a daemon the suite kills with SIGKILL leaves no exit status.
+ASAN_OPTS := halt_on_error=1:detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1
+UBSAN_OPTS := halt_on_error=1:print_stacktrace=1
+SAN_ENV := ASAN_OPTIONS=$(ASAN_OPTS) UBSAN_OPTIONS=$(UBSAN_OPTS)
+ASAN_BUILD := build/asan
+
+.PHONY: test-asan test-valgrind fuzz fuzz-smoke fuzz-build fuzz-bins stress stress-ci
+
+# Everything (core, server, unit tests, daemon) with ASan + UBSan, then the
+# unit tests and the black-box suite against the sanitized daemon (not
+# tests/contract: one of its tests caps the daemon's address space, which
+# ASan's shadow memory cannot live with). A report cut short is a daemon
+# that exited while reporting: rerun with ASAN_OPTIONS=symbolize=0 added.
+test-asan:
+	@scripts/install-deps.sh asan
+	$(MAKE) --no-print-directory BUILD=$(ASAN_BUILD) OPTIMIZATION=-O1 \
+	  CFLAGS_EXTRA="$(SAN_FLAGS)" $(ASAN_BUILD)/normd $(ASAN_BUILD)/check_unit
+	rm -rf $(ASAN_BUILD)/reports && mkdir -p $(ASAN_BUILD)/reports
+	$(SAN_ENV) ./$(ASAN_BUILD)/check_unit
+	@rc=0; ASAN_OPTIONS=$(ASAN_OPTS):log_path=$(CURDIR)/$(ASAN_BUILD)/reports/asan \
+	  UBSAN_OPTIONS=$(UBSAN_OPTS):log_path=$(CURDIR)/$(ASAN_BUILD)/reports/ubsan \
+	  NORMD_BIN=$(ASAN_BUILD)/normd /usr/bin/python3 -m pytest -q tests/blackbox || rc=$$?; \
+	if [ -n "$$(ls -A $(ASAN_BUILD)/reports)" ]; then \
+	  cat $(ASAN_BUILD)/reports/* >&2; \
+	  echo "test-asan: the daemon reported errors (above)" >&2; exit 1; fi; \
+	exit $$rc
+
+# The unit tests under valgrind in one process (CK_FORK=no): zero errors,
+# zero definite leaks; tests/valgrind.supp says why each suppression exists.
+test-valgrind: $(UNIT_BIN)
+	@scripts/install-deps.sh valgrind
+	CK_FORK=no valgrind --leak-check=full --errors-for-leak-kinds=definite \
+	  --error-exitcode=1 --suppressions=tests/valgrind.supp --num-callers=30 \
+	  ./$(UNIT_BIN)
+
+# libFuzzer targets (clang): tests/fuzz/fuzz_<target>.c against the server
+# and core built with coverage, ASan and UBSan in build/fuzz.
+FUZZ_BUILD := build/fuzz
+FUZZ_TARGETS := json npy framed query config request
+FUZZ_SECONDS ?= 300
+
+$(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h $(SERVER_LIB) $(CORE_LIB)
+	$(CC) $(CFLAGS) -fsanitize=fuzzer $(SERVER_CFLAGS) -Icore -Iserver -o $@ \
+	  $< $(SERVER_LIB) $(CORE_LIB) $(SERVER_LIBS)
+
+fuzz-bins: $(FUZZ_TARGETS:%=$(BUILD)/fuzz_%)
+
+# clang 14 knows neither GCC's "#pragma GCC target" nor the x86-64-v3/v4
+# names of __builtin_cpu_supports that core/kern*.c use when __GNUC__ is
+# defined; without it core builds its portable kernels only (kern_base),
+# which is all the fuzzers need: they aim at the decoders.
+$(FUZZ_BUILD)/core/%.o: CFLAGS += -U__GNUC__
+
+fuzz-build:
+	@scripts/install-deps.sh fuzz
+	$(MAKE) --no-print-directory BUILD=$(FUZZ_BUILD) CC=clang OPTIMIZATION=-O1 \
+	  CFLAGS_EXTRA="-fsanitize=fuzzer-no-link $(SAN_FLAGS)" fuzz-bins
+
+# Replays tests/fuzz/regressions, then fuzzes each target for a bounded time
+# and fails on any crash: 30 s each in CI, FUZZ_SECONDS (300) with `make fuzz`.
+fuzz-smoke: fuzz-build
+	tests/fuzz/run.sh $(FUZZ_BUILD) 30 $(FUZZ_TARGETS)
+
+fuzz: fuzz-build
+	tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+# Load, faults and slow clients against the real daemon on loopback
+# (tests/stress); stress-ci is the few-minute version CI runs.
+stress: $(NORMD)
+	@scripts/install-deps.sh stress
+	/usr/bin/python3 tests/stress/stress.py --normd $(NORMD) --full
+
+stress-ci: $(NORMD)
+	@scripts/install-deps.sh stress
+	/usr/bin/python3 tests/stress/stress.py --normd $(NORMD) --ci

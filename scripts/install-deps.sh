@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # install-deps.sh -- installs the Debian packages a target needs, only those
 # missing (idempotent).
-# Usage: scripts/install-deps.sh build|test|browser|bench|fixtures|docker|cluster
+# Usage: scripts/install-deps.sh build|test|browser|bench|fixtures|asan|
+#        valgrind|fuzz|stress|docker|cluster
 # Runs apt-get as root, or through sudo when not root.
 set -euo pipefail
 
@@ -15,6 +16,10 @@ fixtures=(python3-torch python3-numpy)
 # make browser-test (part of make test): Debian's chromium, driven from
 # node by playwright-core (npm); a node/npm from elsewhere will do.
 browser=("${build[@]}" chromium)
+asan=("${test[@]}")                 # gcc's libasan/libubsan come with gcc
+valgrind=("${test[@]}" valgrind)
+fuzz=("${build[@]}" clang libclang-rt-14-dev) # libFuzzer + sanitizer runtimes
+stress=("${build[@]}" python3)
 # make docker-test: buildah builds and runs the image, debootstrap makes its
 # base, ss (iproute2) finds the daemon's pid, kubectl and node/npm check
 # docker/k8s, python3-yaml reads docker/compose.yaml.
@@ -30,6 +35,10 @@ test|browser)
   ;;
 bench) want=("${bench[@]}") ;;
 fixtures) want=("${fixtures[@]}") ;;
+asan) want=("${asan[@]}") ;;
+valgrind) want=("${valgrind[@]}") ;;
+fuzz) want=("${fuzz[@]}") ;;
+stress) want=("${stress[@]}") ;;
 docker)
   want=("${docker[@]}")
   # A kubectl or node from elsewhere will do (Debian's packages would clash
@@ -38,7 +47,10 @@ docker)
   command -v npm >/dev/null && command -v node >/dev/null || want+=(nodejs npm)
   ;;
 cluster) want=("${cluster[@]}") ;;
-*) echo "usage: $0 build|test|browser|bench|fixtures|docker|cluster" >&2; exit 2 ;;
+*)
+  echo "usage: $0 build|test|browser|bench|fixtures|asan|valgrind|fuzz|stress|docker|cluster" >&2
+  exit 2
+  ;;
 esac
 
 missing=()
