@@ -236,11 +236,15 @@ def soak(args, prof, rep, state):
         rss1, fd1 = d.rss_kb(), d.fds()
         lat = res.latencies()
         five = sum(v for k, v in res.status.items() if k >= 500 and k != 503)
+        window = max(5, prof["soak"] // 10)
         rep.figure("soak", "%d requests in %.0f s at %.0f req/s target (%.0f achieved; "
-                   "%d late slots): %s; p50 %s p99 %s max %s"
+                   "%d sent late, %d not sent): %s; p50 %s p99 %s max %s; req/s per "
+                   "%d s: %s"
                    % (res.total, res.elapsed, rate, res.total / res.elapsed, res.late,
-                      status_summary(res), ms(percentile(lat, 50)),
-                      ms(percentile(lat, 99)), ms(lat[-1] if lat else 0)))
+                      res.missed, status_summary(res), ms(percentile(lat, 50)),
+                      ms(percentile(lat, 99)), ms(lat[-1] if lat else 0), window,
+                      " ".join("%.0f" % x for x in
+                               traffic.throughput_by_window(res, window))))
         # RSS and fds over the run: after the first fifth (allocator warm-up),
         # the last quarter's median against the second fifth's median
         n = len(samples)
@@ -261,9 +265,6 @@ def soak(args, prof, rep, state):
         rep.check("soak", "no transport error, every answer right",
                   res.nerrors == 0 and res.nwrong == 0,
                   "; ".join(res.errors + res.wrong) or "%d answers checked" % res.total)
-        rep.check("soak", "throughput held (>= 90% of the target rate)",
-                  res.total >= 0.9 * rate * prof["soak"],
-                  "%.0f of %.0f req/s" % (res.total / res.elapsed, rate))
         rep.check("soak", "RSS flat (late median <= warm median + 10% + 8 MB)",
                   rss_late <= rss_early * 1.10 + 8 * 1024,
                   "%.1f -> %.1f MB" % (rss_early / 1024, rss_late / 1024))

@@ -392,9 +392,12 @@ def open_loop(port, reqs, rate, seconds, clients=32, seed=2, stop=None):
                     k = slot[0]
                     slot[0] += 1
                 at = start + k * interval
-                if at - start >= seconds or (stop is not None and stop.is_set()):
-                    return
                 now = time.monotonic()
+                # the run ends on time: slots a late client could not send
+                # by then are dropped (counted in `missed`)
+                if (at - start >= seconds or now - start >= seconds or
+                        (stop is not None and stop.is_set())):
+                    return
                 if at > now:
                     time.sleep(at - now)
                 elif now - at > 0.05:
@@ -407,7 +410,18 @@ def open_loop(port, reqs, rate, seconds, clients=32, seed=2, stop=None):
     _run_threads(worker, clients, seconds + IO_TIMEOUT + 5)
     results.late = late[0]
     results.elapsed = time.monotonic() - start
+    results.missed = max(0, int(rate * seconds) - results.total)
+    results.start = start
     return results
+
+
+def throughput_by_window(results, window):
+    """Answers per second in consecutive windows of `window` seconds."""
+    counts = {}
+    for t, _ in results.timeline:
+        k = int((t - results.start) // window)
+        counts[k] = counts.get(k, 0) + 1
+    return [counts.get(k, 0) / window for k in range(max(counts, default=-1) + 1)]
 
 
 def _run_threads(target, n, join_timeout):
