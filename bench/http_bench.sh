@@ -83,7 +83,7 @@ for c in "${cases[@]}"; do
   i=$((i + 1))
 done
 
-nginx_port=$((port + 1))
+nginx_port=$(/usr/bin/python3 -c "import socket; s = socket.socket(); s.bind((\"127.0.0.1\", 0)); print(s.getsockname()[1])")
 cat >"$work/nginx.conf" <<NGINX
 worker_processes 2;
 daemon off;
