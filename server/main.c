@@ -48,7 +48,9 @@ static int64_t usable_cpus(void) {
 }
 
 int main(int argc, char **argv) {
-  config_t cfg;
+  /* Static: worker and HTTP threads read it for the whole process life,
+   * including after a drain timeout, when they are still running. */
+  static config_t cfg;
   char err[512];
   switch (config_from_args(&cfg, argc, argv, environ, stdout, NORMD_VERSION,
                            err, sizeof err)) {
@@ -99,9 +101,12 @@ int main(int argc, char **argv) {
   http_begin_drain(srv);
   if (http_wait_idle(srv, (double)cfg.drain_timeout_s) != 0) {
     /* MHD cannot stop with suspended connections; the process exit closes
-     * them. */
+     * them. _exit, not exit or return: workers are still running, and
+     * exit-time cleanup (atexit handlers, the leak checker) must not race
+     * with them. */
     log_msg(LOG_ERROR, "drain timeout: exiting with requests in flight");
-    return 1;
+    fflush(NULL);
+    _exit(1);
   }
   http_stop(srv);
   pool_stop(pool);
