@@ -77,6 +77,9 @@ static const key_def_t keys[] = {
             "concurrent connections per client IP; 0 = unlimited"),
     INT_KEY(connection_timeout_s, 1, 3600, 30,
             "seconds an idle connection is kept open"),
+    INT_KEY(request_timeout_s, 0, 3600, 30,
+            "seconds a request's headers and body may take to arrive, from "
+            "its first byte; slower clients are disconnected; 0 = no limit"),
     INT_KEY(drain_timeout_s, 0, 3600, 30,
             "seconds SIGTERM/SIGINT waits for in-flight requests to finish"),
     INT_KEY(retry_after_s, 1, 3600, 1,

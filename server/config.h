@@ -20,6 +20,8 @@ typedef struct {
   int64_t max_connections;   /* concurrent connections */
   int64_t per_ip_connections;/* concurrent connections per client IP; 0 = off */
   int64_t connection_timeout_s; /* idle connection timeout */
+  int64_t request_timeout_s; /* a request's headers + body must arrive within
+                                this, from its first byte; 0 = no limit */
   int64_t drain_timeout_s;   /* how long SIGTERM waits for in-flight work */
   int64_t retry_after_s;     /* Retry-After on 503 */
   int64_t max_json_depth;    /* deepest JSON nesting accepted */

@@ -95,6 +95,7 @@ START_TEST(test_defaults) {
   ck_assert_int_eq(c.max_connections, 1024);
   ck_assert_int_eq(c.per_ip_connections, 0);
   ck_assert_int_eq(c.connection_timeout_s, 30);
+  ck_assert_int_eq(c.request_timeout_s, 30);
   ck_assert_int_eq(c.drain_timeout_s, 30);
   ck_assert_int_eq(c.retry_after_s, 1);
   ck_assert_int_eq(c.max_json_depth, 32);
@@ -213,7 +214,7 @@ START_TEST(test_repo_file_documents_every_key) {
                   "%s lacks a \"%s\" string", REPO_CONFIG, doc);
     n++;
   }
-  ck_assert_int_eq(n, 23);
+  ck_assert_int_eq(n, 24);
   json_decref(keys);
   json_decref(file);
   free(printed);
@@ -274,6 +275,29 @@ START_TEST(test_flags_override_env) {
   ck_assert_int_eq(c.port, 6060);
   ck_assert_int_eq(c.max_inflight, 9);
   ck_assert_int_eq(c.threads, 5);
+}
+END_TEST
+
+/* request_timeout_s comes from every source; 0 (no limit) is a value. */
+START_TEST(test_request_timeout) {
+  char path[32], envcfg[64];
+  write_temp("{\"request_timeout_s\": 12}", path);
+  snprintf(envcfg, sizeof envcfg, "NORMD_CONFIG=%s", path);
+  config_t c;
+  char err[256] = "";
+  char *file_only[] = {envcfg, NULL};
+  ck_assert_int_eq(run(&c, NULL, file_only, NULL, err, sizeof err), CONFIG_RUN);
+  ck_assert_int_eq(c.request_timeout_s, 12);
+  char *with_env[] = {envcfg, "NORMD_REQUEST_TIMEOUT_S=0", NULL};
+  ck_assert_int_eq(run(&c, NULL, with_env, NULL, err, sizeof err), CONFIG_RUN);
+  ck_assert_int_eq(c.request_timeout_s, 0);
+  const char *args[] = {"--request-timeout-s", "5", NULL};
+  ck_assert_int_eq(run(&c, args, with_env, NULL, err, sizeof err), CONFIG_RUN);
+  ck_assert_int_eq(c.request_timeout_s, 5);
+  const char *bad[] = {"--request-timeout-s=-1", NULL};
+  ck_assert_int_eq(run(&c, bad, NULL, NULL, err, sizeof err), CONFIG_EXIT_ERR);
+  ck_assert_err(err, "request_timeout_s: must be between 0 and 3600, got -1");
+  unlink(path);
 }
 END_TEST
 
@@ -363,7 +387,7 @@ START_TEST(test_print_config) {
   json_error_t je;
   json_t *j = json_loads(out, 0, &je);
   ck_assert_msg(j != NULL, "not JSON (%s): %s", je.text, out);
-  ck_assert_int_eq(json_object_size(j), 23);
+  ck_assert_int_eq(json_object_size(j), 24);
   ck_assert_int_eq(json_integer_value(json_object_get(j, "port")), 6060);
   ck_assert_int_eq(json_integer_value(json_object_get(j, "max_inflight")), 9);
   ck_assert_int_eq(json_integer_value(json_object_get(j, "threads")), 3);
@@ -379,7 +403,7 @@ START_TEST(test_print_config) {
   int lines = 0;
   for (const char *p = out; *p; p++)
     lines += *p == '\n';
-  ck_assert_int_eq(lines, 23 + 2);
+  ck_assert_int_eq(lines, 24 + 2);
   write_temp(out, path);
   config_t back;
   config_defaults(&back);
@@ -740,6 +764,7 @@ static const bounds_t bounds[] = {
     {"max_connections", 1, 100000},
     {"per_ip_connections", 0, 100000},
     {"connection_timeout_s", 1, 3600},
+    {"request_timeout_s", 0, 3600},
     {"drain_timeout_s", 0, 3600},
     {"retry_after_s", 1, 3600},
     {"max_json_depth", 2, 1000},
@@ -783,6 +808,7 @@ Suite *config_suite(void) {
   tcase_add_test(core, test_env_overrides_file);
   tcase_add_test(core, test_flags_override_env);
   tcase_add_test(core, test_flag_forms);
+  tcase_add_test(core, test_request_timeout);
   tcase_add_test(core, test_no_args);
   tcase_add_test(core, test_config_flag_beats_env);
   tcase_add_test(core, test_print_config);
