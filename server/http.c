@@ -8,16 +8,33 @@
  * service_handle(); the loop thread stores the reply on the connection and
  * resumes it; MHD calls the handler again, which queues the reply. Every
  * request ends in on_completed(), which logs, counts and frees.
+ *
+ * Slow and vanished clients. MHD's connection timeout is an idle timeout:
+ * a client sending one byte every few seconds is never idle. So each
+ * connection carries a request clock (conn_t), and a sweeper thread looks
+ * at every connection four times a second: a request still arriving
+ * request_timeout_s after its first byte is cut (shutdown() of the socket,
+ * which MHD then sees and closes; the handler also checks the deadline on
+ * every body chunk). The sweeper also cuts a connection whose client sent
+ * its FIN while a request was arriving or between requests: MHD's epoll is
+ * edge-triggered and it stops reading after a short read, so a FIN queued
+ * behind the last data raises no new event and MHD would notice it only at
+ * connection_timeout_s. No answer is sent on a cut: MHD 0.9 cannot queue a
+ * response before the whole body is in, and the sweeper does not own the
+ * socket's output.
  */
 #include "http.h"
 
 #include <arpa/inet.h>
 #include <microhttpd.h>
 #include <netdb.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -32,6 +49,30 @@
 #include "router.h"
 #include "service.h"
 
+/* A connection's request clock: a phase and the millisecond (CLOCK_MONOTONIC)
+ * it began, in one word, so that the HTTP thread and the sweeper move it
+ * with one compare-and-swap and a cut can never cross a transition. */
+enum {
+  CONN_WAITING,   /* no request byte yet: since accept or the last answer */
+  CONN_RECEIVING, /* a request is arriving; its deadline counts from `since` */
+  CONN_BUSY,      /* the request is in: computing or answering, not timed */
+  CONN_CUT_LATE,  /* cut: still arriving past request_timeout_s */
+  CONN_CUT_GONE,  /* cut: the client sent its FIN and MHD missed it */
+};
+enum { SWEEP_MS = 250, FIN_SWEEPS = 2 };
+
+/* One TCP connection, MHD's socket_context: created by the STARTED
+ * notification, freed by CLOSED. Linked in server.conns under conns_lock;
+ * MHD closes the socket only after CLOSED, which unlinks under that lock,
+ * so the sweeper may use `fd` while it holds the lock. */
+typedef struct conn {
+  struct conn *prev, *next;
+  MHD_socket fd;
+  atomic_llong clock;     /* clock_make(phase, since) */
+  atomic_ullong rx_mark;  /* bytes received when CONN_WAITING began */
+  int fin_sweeps;         /* sweeper only: sweeps in a row that saw a FIN */
+} conn_t;
+
 struct server {
   struct MHD_Daemon *mhd;
   auth_t *auth;        /* API keys; disabled when none are configured */
@@ -44,6 +85,12 @@ struct server {
   atomic_long accepted; /* compute requests with a complete body, not yet
                            answered: what a drain waits for */
   uint16_t port;
+  pthread_mutex_t conns_lock; /* guards conns and sweeper_stop */
+  conn_t *conns;              /* every open connection */
+  pthread_cond_t sweeper_wake;
+  pthread_t sweeper;
+  int sweeper_running;
+  int sweeper_stop;
 };
 
 /* One HTTP request's state, owned by MHD's per-request pointer: created on
@@ -66,6 +113,10 @@ typedef struct {
   uint64_t bytes_out;
   int accepted; /* counted in server.accepted */
   size_t expected; /* Content-Length, 0 if absent */
+  conn_t *conn;    /* its connection; NULL if that had no memory for one */
+  long long deadline_ms; /* all of it must be in by then; 0 = no limit */
+  int received;          /* all of it is in (the clock says CONN_BUSY) */
+  int timed_out;         /* closed unanswered at the deadline */
 } request_state_t;
 
 /* A compute request crossing the pool. The HTTP thread creates it and moves
@@ -217,12 +268,13 @@ static void info_reply(request_state_t *rs) {
              "{\"name\":\"normd\",\"version\":\"%s\",\"revision\":\"%s\","
              "\"limits\":{\"max_body_bytes\":%lld,\"max_elements\":%lld,"
              "\"max_inflight\":%lld,\"max_json_depth\":%lld,\"max_rank\":%d,"
-             "\"max_explain_elements\":%lld},"
+             "\"max_explain_elements\":%lld,\"request_timeout_s\":%lld},"
              "\"threads\":%lld,\"dtypes\":[",
              NORMD_VERSION, NORMD_REVISION, (long long)cfg->max_body_bytes,
              (long long)cfg->max_elements, (long long)cfg->max_inflight,
              (long long)cfg->max_json_depth, NORM_MAX_RANK,
-             (long long)cfg->max_explain_elements, (long long)cfg->threads);
+             (long long)cfg->max_explain_elements,
+             (long long)cfg->request_timeout_s, (long long)cfg->threads);
   for (int d = 0; d < NORM_DTYPE_COUNT; d++)
     buf_printf(&b, "%s\"%s\"", d ? "," : "", norm_dtype_name((norm_dtype_t)d));
   buf_puts(&b, "],\"norms\":[\"layer\",\"rms\",\"batch\",\"group\",\"instance\"],"
@@ -551,6 +603,252 @@ static void first_call(request_state_t *rs, const char *url, const char *method)
   }
 }
 
+/* ---- request clocks and the sweeper ---- */
+
+static long long now_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+static long long clock_make(int phase, long long since_ms) {
+  return since_ms * 8 + phase;
+}
+static int clock_phase(long long c) { return (int)(c & 7); }
+static long long clock_since(long long c) { return c >> 3; }
+
+/* glibc's struct tcp_info stops at tcpi_total_retrans; the kernel's goes
+ * on (include/uapi/linux/tcp.h, an append-only ABI; tcpi_bytes_received
+ * since Linux 4.1). <linux/tcp.h> clashes with <netinet/tcp.h>, which uv.h
+ * includes, hence the tail spelled out here. */
+typedef struct {
+  struct tcp_info base;
+  uint64_t pacing_rate, max_pacing_rate, bytes_acked;
+  uint64_t bytes_received;
+} tcp_info_ext_t;
+_Static_assert(offsetof(tcp_info_ext_t, bytes_received) == 128,
+               "struct tcp_info no longer matches the kernel's layout");
+
+/* What the kernel knows of a connection: the bytes received so far and
+ * whether the peer has sent its FIN. -1 when it cannot tell. */
+static int tcp_look(MHD_socket fd, unsigned long long *rx, int *fin) {
+  tcp_info_ext_t ti;
+  socklen_t len = sizeof ti;
+  if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0 ||
+      len < sizeof ti)
+    return -1;
+  *rx = ti.bytes_received;
+  *fin = ti.base.tcpi_state == TCP_CLOSE_WAIT;
+  return 0;
+}
+
+/* MHD's connection notifications: link a new connection in server.conns
+ * with its clock running if request bytes came before accept, and unlink
+ * a closed one. */
+static void on_connection(void *cls, struct MHD_Connection *c,
+                          void **socket_context,
+                          enum MHD_ConnectionNotificationCode code) {
+  server_t *srv = cls;
+  conn_t *conn = *socket_context;
+  if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (ci == NULL || (conn = calloc(1, sizeof *conn)) == NULL)
+      return; /* then only MHD's idle timeout applies to it */
+    unsigned long long rx = 0;
+    int fin = 0;
+    conn->fd = ci->connect_fd;
+    if (tcp_look(conn->fd, &rx, &fin) != 0) rx = 0;
+    atomic_init(&conn->clock,
+                clock_make(rx > 0 ? CONN_RECEIVING : CONN_WAITING, now_ms()));
+    atomic_init(&conn->rx_mark, rx);
+    pthread_mutex_lock(&srv->conns_lock);
+    conn->next = srv->conns;
+    if (srv->conns) srv->conns->prev = conn;
+    srv->conns = conn;
+    pthread_mutex_unlock(&srv->conns_lock);
+    *socket_context = conn;
+    return;
+  }
+  if (conn == NULL) return;
+  pthread_mutex_lock(&srv->conns_lock);
+  if (conn->prev) conn->prev->next = conn->next;
+  else srv->conns = conn->next;
+  if (conn->next) conn->next->prev = conn->prev;
+  pthread_mutex_unlock(&srv->conns_lock);
+  free(conn);
+  *socket_context = NULL;
+}
+
+static int past_deadline(request_state_t *rs, long long now) {
+  if (rs->deadline_ms == 0 || now <= rs->deadline_ms) return 0;
+  rs->timed_out = 1;
+  return 1;
+}
+
+/* The request's headers are in: its deadline counts from its first byte,
+ * as the sweeper saw it (at most a sweep late), else from now. -1 when the
+ * deadline has passed or the sweeper cut the connection. */
+static int deadline_begin(request_state_t *rs) {
+  long long now = now_ms(), since = now;
+  conn_t *conn = rs->conn;
+  if (conn != NULL) {
+    long long c = atomic_load(&conn->clock);
+    for (;;) {
+      int phase = clock_phase(c);
+      if (phase >= CONN_CUT_LATE) return -1;
+      if (phase == CONN_RECEIVING) {
+        since = clock_since(c);
+        break;
+      }
+      if (atomic_compare_exchange_weak(&conn->clock, &c,
+                                       clock_make(CONN_RECEIVING, now)))
+        break;
+    }
+  }
+  int64_t timeout_s = rs->srv->cfg->request_timeout_s;
+  rs->deadline_ms = timeout_s > 0 ? since + timeout_s * 1000 : 0;
+  return past_deadline(rs, now) ? -1 : 0;
+}
+
+/* The whole request is in, or is answered before its body is read: its
+ * clock stops. -1 when it came too late or the sweeper cut it meanwhile. */
+static int request_received(request_state_t *rs) {
+  if (rs->received) return 0;
+  if (past_deadline(rs, now_ms())) return -1;
+  if (rs->conn != NULL) {
+    long long c = atomic_load(&rs->conn->clock);
+    do {
+      if (clock_phase(c) >= CONN_CUT_LATE) return -1;
+    } while (!atomic_compare_exchange_weak(&rs->conn->clock, &c,
+                                           clock_make(CONN_BUSY, 0)));
+  }
+  rs->received = 1;
+  return 0;
+}
+
+/* The request is over; the connection waits for the next one (or closes).
+ * Records the bytes received so far, so that the sweeper can tell when the
+ * next request's first byte comes. Returns the phase it leaves. */
+static int request_over(request_state_t *rs) {
+  conn_t *conn = rs->conn;
+  if (conn == NULL) return CONN_BUSY;
+  unsigned long long rx = 0;
+  int fin = 0;
+  if (tcp_look(conn->fd, &rx, &fin) != 0) rx = ~0ULL; /* sweeper: unknown */
+  atomic_store(&conn->rx_mark, rx);
+  long long c = atomic_load(&conn->clock);
+  do {
+    if (clock_phase(c) >= CONN_CUT_LATE) return clock_phase(c);
+  } while (!atomic_compare_exchange_weak(&conn->clock, &c,
+                                         clock_make(CONN_WAITING, now_ms())));
+  return clock_phase(c);
+}
+
+/* Whether all the client's bytes have been read and only its FIN is left:
+ * what MHD's edge-triggered epoll can miss (after a short read MHD waits
+ * for the next event, and a FIN that came with the data raises none). */
+static int fin_unread(MHD_socket fd) {
+  char b;
+  return recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+}
+
+/* Moves the clock from c to a cut (CONN_CUT_*) and shuts the socket down
+ * both ways; MHD sees that, closes the connection and ends its request.
+ * 0, or -1 when the clock had moved from c meanwhile. */
+static int conn_cut(conn_t *conn, long long c, int why, long long now) {
+  if (!atomic_compare_exchange_strong(&conn->clock, &c, clock_make(why, now)))
+    return -1;
+  shutdown(conn->fd, SHUT_RDWR);
+  return 0;
+}
+
+/* One look at one connection, conns_lock held (so conn->fd is open).
+ * Returns the phase it cut the connection to, or 0. */
+static int sweep_one(const server_t *srv, conn_t *conn, long long now) {
+  long long c = atomic_load(&conn->clock);
+  int phase = clock_phase(c);
+  unsigned long long rx = 0;
+  int fin = 0, known = 0;
+  if (phase != CONN_WAITING && phase != CONN_RECEIVING) {
+    conn->fin_sweeps = 0;
+    return 0;
+  }
+  known = tcp_look(conn->fd, &rx, &fin) == 0;
+  long long timeout_ms = srv->cfg->request_timeout_s * 1000;
+  if (phase == CONN_WAITING && timeout_ms > 0 &&
+      (!known || rx > atomic_load(&conn->rx_mark))) {
+    /* A request's first byte came since the previous look. Its clock
+     * starts now: never before the byte, at most one sweep after it. */
+    long long armed = clock_make(CONN_RECEIVING, now);
+    if (!atomic_compare_exchange_strong(&conn->clock, &c, armed))
+      return 0; /* it moved meanwhile: look again next time */
+    c = armed;
+    phase = CONN_RECEIVING;
+  }
+  int cut = 0;
+  if (phase == CONN_RECEIVING && timeout_ms > 0 &&
+      now - clock_since(c) > timeout_ms)
+    cut = CONN_CUT_LATE;
+  else if (known && fin && fin_unread(conn->fd)) {
+    if (++conn->fin_sweeps >= FIN_SWEEPS)
+      cut = CONN_CUT_GONE; /* MHD missed it for a whole sweep */
+  } else {
+    conn->fin_sweeps = 0;
+  }
+  return cut != 0 && conn_cut(conn, c, cut, now) == 0 ? cut : 0;
+}
+
+static void *sweeper_main(void *arg) {
+  server_t *srv = arg;
+  pthread_mutex_lock(&srv->conns_lock);
+  while (!srv->sweeper_stop) {
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_nsec += SWEEP_MS * 1000000L;
+    until.tv_sec += until.tv_nsec / 1000000000L;
+    until.tv_nsec %= 1000000000L;
+    pthread_cond_timedwait(&srv->sweeper_wake, &srv->conns_lock, &until);
+    if (srv->sweeper_stop) break;
+    long long now = now_ms();
+    int late = 0, gone = 0;
+    for (conn_t *conn = srv->conns; conn != NULL; conn = conn->next) {
+      int cut = sweep_one(srv, conn, now);
+      late += cut == CONN_CUT_LATE;
+      gone += cut == CONN_CUT_GONE;
+    }
+    if ((late || gone) && log_enabled(LOG_INFO)) {
+      pthread_mutex_unlock(&srv->conns_lock);
+      if (late)
+        log_msg(LOG_INFO, "closed %d connection%s: request not in within "
+                "request_timeout_s (%llds)", late, late == 1 ? "" : "s",
+                (long long)srv->cfg->request_timeout_s);
+      if (gone)
+        log_msg(LOG_INFO, "closed %d connection%s whose client left (FIN) "
+                "mid-request or between requests", gone, gone == 1 ? "" : "s");
+      pthread_mutex_lock(&srv->conns_lock);
+    }
+  }
+  pthread_mutex_unlock(&srv->conns_lock);
+  return NULL;
+}
+
+static int sweeper_start(server_t *srv) {
+  if (pthread_create(&srv->sweeper, NULL, sweeper_main, srv) != 0) return -1;
+  srv->sweeper_running = 1;
+  return 0;
+}
+
+static void sweeper_stop(server_t *srv) {
+  if (!srv->sweeper_running) return;
+  pthread_mutex_lock(&srv->conns_lock);
+  srv->sweeper_stop = 1;
+  pthread_cond_signal(&srv->sweeper_wake);
+  pthread_mutex_unlock(&srv->conns_lock);
+  pthread_join(srv->sweeper, NULL);
+  srv->sweeper_running = 0;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
                                   const char *url, const char *method,
                                   const char *version, const char *upload_data,
@@ -568,17 +866,32 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
     snprintf(rs->method, sizeof rs->method, "%s", method);
     snprintf(rs->path, sizeof rs->path, "%s", url);
     metrics_inflight_add(1);
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    rs->conn = ci ? ci->socket_context : NULL;
+    if (deadline_begin(rs) != 0) return MHD_NO; /* closes, unanswered */
     first_call(rs, url, method);
     /* An error decided before the body is read goes out now (MHD then
      * closes the connection rather than read the body); anything else,
      * GET routes included, is sent on the next call, so keep-alive holds. */
-    if (rs->reply_ready && rs->reply.close) return send_reply(rs);
+    if (rs->reply_ready && rs->reply.close)
+      return request_received(rs) == 0 ? send_reply(rs) : MHD_NO;
     return MHD_YES;
   }
   if (*upload_data_size > 0) {
     size_t n = *upload_data_size;
     *upload_data_size = 0;
     rs->bytes_in += n;
+    long long now = now_ms();
+    if (past_deadline(rs, now)) {
+      /* cut as the sweeper does: MHD_NO would close too, but MHD would log
+       * an "application error" for every slow client */
+      if (rs->conn == NULL) return MHD_NO;
+      long long clk = atomic_load(&rs->conn->clock);
+      if (clock_phase(clk) == CONN_RECEIVING)
+        conn_cut(rs->conn, clk, CONN_CUT_LATE, now);
+      return MHD_YES; /* the rest is dropped until MHD sees the cut */
+    }
     /* A refused body is read and dropped (no memory held): libmicrohttpd
      * 0.9 cannot queue a reply before the upload ends, and closing instead
      * would leave the client without its 413. */
@@ -596,6 +909,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
     }
     return MHD_YES;
   }
+  if (request_received(rs) != 0) return MHD_NO; /* too late, or cut */
   if (rs->reply_ready) return send_reply(rs); /* a finished job, or an error */
   return submit_compute(rs);
 }
@@ -608,14 +922,17 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **state,
   if (rs == NULL) return;
   *state = NULL;
   double secs = elapsed_s(&rs->start);
-  int status = rs->status_sent ? rs->status_sent : 499; /* client went away */
+  int late = request_over(rs) == CONN_CUT_LATE || rs->timed_out;
+  /* unanswered: cut at the deadline (as nginx logs it), or the client left */
+  int status = rs->status_sent ? rs->status_sent : late ? 408 : 499;
   metrics_observe_request(router_index(rs->route), status, secs, rs->bytes_in,
                           rs->bytes_out);
   if (log_enabled(LOG_INFO))
     log_msg(LOG_INFO, "%s %s %d in=%llu out=%llu %.3fms%s", rs->method,
             rs->path, status, (unsigned long long)rs->bytes_in,
             (unsigned long long)rs->bytes_out, secs * 1e3,
-            toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (aborted)");
+            toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? ""
+            : late ? " (closed: request_timeout_s)" : " (aborted)");
   free(rs->body);
   reply_free(&rs->reply);
   if (rs->accepted) atomic_fetch_sub(&srv->accepted, 1);
@@ -679,6 +996,8 @@ static char *read_text_file(const char *path) {
 }
 
 static void server_free(server_t *srv) {
+  pthread_cond_destroy(&srv->sweeper_wake);
+  pthread_mutex_destroy(&srv->conns_lock);
   auth_free(srv->auth);
   free(srv->tls_cert_pem);
   free(srv->tls_key_pem);
@@ -694,6 +1013,12 @@ server_t *http_start(const config_t *cfg, pool_t *pool, char *err,
   }
   srv->cfg = cfg;
   srv->pool = pool;
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* the sweeper's waits */
+  pthread_cond_init(&srv->sweeper_wake, &ca);
+  pthread_condattr_destroy(&ca);
+  pthread_mutex_init(&srv->conns_lock, NULL);
   srv->limits.max_elements = (size_t)cfg->max_elements;
   srv->limits.max_depth = (int)cfg->max_json_depth;
   srv->limits.max_explain_elements = (size_t)cfg->max_explain_elements;
@@ -723,7 +1048,7 @@ server_t *http_start(const config_t *cfg, pool_t *pool, char *err,
                    MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC | MHD_USE_ERROR_LOG;
   if (ipv6) flags |= MHD_USE_IPv6;
   if (tls) flags |= MHD_USE_TLS;
-  struct MHD_OptionItem opts[10];
+  struct MHD_OptionItem opts[12];
   int n = 0;
   opts[n++] = (struct MHD_OptionItem){MHD_OPTION_SOCK_ADDR, 0, &addr};
   opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_LIMIT,
@@ -734,6 +1059,8 @@ server_t *http_start(const config_t *cfg, pool_t *pool, char *err,
                                       (intptr_t)cfg->connection_timeout_s, NULL};
   opts[n++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_COMPLETED,
                                       (intptr_t)on_completed, srv};
+  opts[n++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_CONNECTION,
+                                      (intptr_t)on_connection, srv};
   opts[n++] = (struct MHD_OptionItem){MHD_OPTION_UNESCAPE_CALLBACK,
                                       (intptr_t)unescape, NULL};
   if (tls) {
@@ -756,6 +1083,11 @@ server_t *http_start(const config_t *cfg, pool_t *pool, char *err,
   const union MHD_DaemonInfo *info =
       MHD_get_daemon_info(srv->mhd, MHD_DAEMON_INFO_BIND_PORT);
   srv->port = info ? info->port : (uint16_t)cfg->port;
+  if (sweeper_start(srv) != 0) {
+    snprintf(err, errlen, "cannot start the connection sweeper thread");
+    MHD_stop_daemon(srv->mhd);
+    goto fail;
+  }
   return srv;
 
 fail:
@@ -786,6 +1118,7 @@ int http_wait_idle(server_t *srv, double timeout_s) {
 }
 
 void http_stop(server_t *srv) {
+  sweeper_stop(srv);
   MHD_stop_daemon(srv->mhd);
   server_free(srv);
 }
