@@ -266,15 +266,17 @@ def cases():
                                     b"]" * 100000 + b"}"), 400, "too_deep")
     add("60 MiB of whitespace", post("/v1/norm/layer", b" " * (60 * 1024 * 1024)),
         400, "malformed_json")
+    # libmicrohttpd 0.9 answers headers that overflow its per-connection
+    # buffer (431; 414 for a request line) before any callback of normd's,
+    # with a fixed HTML body and no Content-Type; no option or callback lets
+    # the application supply that answer. Documented in README's Limits.
+    mhd_431 = ("answered by libmicrohttpd 0.9 itself: 431 with its built-in HTML "
+               "body (no hook to replace it), not a problem document")
     add("header flood (2000 headers)",
         request("POST", "/v1/norm/layer", b"{}", JSON,
                 [("X-Flood-%d" % i, "a" * 40) for i in range(2000)]),
-        431, problem=None,
-        known="answered by libmicrohttpd itself: 431 with an HTML body, "
-              "not a problem document")
+        431, problem=None, known=mhd_431)
     add("one 100 KB header",
         request("POST", "/v1/norm/layer", b"{}", JSON, [("X-Big", "b" * 100000)]),
-        431, problem=None,
-        known="answered by libmicrohttpd itself: 431 with an HTML body, "
-              "not a problem document")
+        431, problem=None, known=mhd_431)
     return out
