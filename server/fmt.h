@@ -1,6 +1,7 @@
-/* fmt.h -- exact number text for the wire: the shortest decimal that reads
- * back to the same float32 / float64 bits, and the non-finite spellings
- * shared by every JSON codec ("NaN", "Infinity", "-Infinity"). */
+/* fmt.h -- exact number text for the wire, both ways: the shortest decimal
+ * that reads back to the same float32 / float64 bits, the correctly rounded
+ * value of a JSON number's text, and the non-finite spellings shared by
+ * every JSON codec ("NaN", "Infinity", "-Infinity"). */
 #ifndef NORMD_FMT_H
 #define NORMD_FMT_H
 
@@ -17,6 +18,22 @@
 int fmt_float(float f, char *buf);
 /* The same for doubles: strtod(s) == d bit for bit. */
 int fmt_double(double d, char *buf);
+
+/* Parses one JSON number (RFC 8259: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?)
+ * starting at s, reading at most len bytes (no NUL needed), and returns the
+ * length of the longest prefix of s that is a number: "01" -> 1 (the "0"),
+ * "1." -> 1, "1e" -> 1, "2e+x" -> 1, "-1.5e3]" -> 6. Returns 0, leaving *out
+ * untouched, only when no prefix is a number ("-", "+1", ".5", "abc",
+ * "NaN", or len 0). The caller checks that the byte after the number is a
+ * delimiter (',', ']', whitespace), which rejects "01" and "1.".
+ * The value stored is the correctly rounded one (to nearest, ties to even):
+ * bit for bit what strtod (resp. strtof) in the "C" locale returns for that
+ * text, including overflow to +-Infinity, underflow to +-0, subnormals and
+ * -0 ("-0", "-1e-999"). Any number of digits and any exponent are accepted.
+ * Locale-independent, thread-safe, no malloc; errno is left alone. */
+size_t fmt_parse_double(const char *s, size_t len, double *out);
+/* The same for float32, rounded once from the decimal (not via double). */
+size_t fmt_parse_float(const char *s, size_t len, float *out);
 
 /* Parses a non-finite spelling ("NaN", "Infinity", "-Infinity", also
  * "+Infinity"); returns 1 and stores the value, or 0 if s is not one. */

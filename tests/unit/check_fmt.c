@@ -2,7 +2,10 @@
  * among them), the text layout and JSON number syntax, round trips over
  * millions of random bit patterns (split across threads, which also
  * exercises thread safety), shortest-ness against a snprintf reference, and
- * the non-finite spellings. Loops report only failures (ck_abort_msg). */
+ * the non-finite spellings. fmt_parse_double / fmt_parse_float: the grammar
+ * and the lengths taken, hard values (overflow, underflow, subnormals,
+ * ties), texts at and around exact midpoints up to 1100 digits, and random
+ * texts against strtod / strtof. Loops report only failures (ck_abort_msg). */
 #include <check.h>
 #include <errno.h>
 #include <float.h>
@@ -719,6 +722,537 @@ START_TEST(test_decimal_in_decimal_out) {
 }
 END_TEST
 
+/* ---- parsing: fmt_parse_double / fmt_parse_float -------------------------- */
+
+/* Parses text (NUL-terminated here) with both functions from a heap copy
+ * of exactly its length, without the NUL, so that a read past len is an
+ * ASan error; returns the length fmt_parse_double took and checks that
+ * fmt_parse_float took the same. */
+static size_t parse_both(const char *text, double *d, float *f) {
+  size_t len = strlen(text);
+  char *copy = malloc(len ? len : 1);
+  ck_assert_ptr_nonnull(copy);
+  memcpy(copy, text, len);
+  size_t n = fmt_parse_double(copy, len, d);
+  size_t nf = fmt_parse_float(copy, len, f);
+  free(copy);
+  if (n != nf)
+    ck_abort_msg("\"%s\": parse_double took %zu, parse_float %zu", text, n, nf);
+  return n;
+}
+
+/* The longest prefix in the grammar; 0 when there is none, and then the
+ * output is left alone. */
+START_TEST(test_parse_grammar) {
+  static const struct {
+    const char *text;
+    size_t want;
+  } cases[] = {
+      {"0", 1},        {"-0", 2},         {"7", 1},          {"-7", 2},
+      {"123", 3},      {"1.5", 3},        {"-1.5e3]", 6},    {"1e5", 3},
+      {"1E+05", 5},    {"1e-5,", 4},      {"0.0", 3},        {"0e0", 3},
+      {"0.25 ", 4},    {"12,3", 2},       {"1]", 1},         {"01", 1},
+      {"00", 1},       {"-01", 2},        {"0123.5", 1},     {"1.", 1},
+      {"1.e5", 1},     {"-1.]", 2},       {"1e", 1},         {"1e+", 1},
+      {"1E-", 1},      {"1e+x", 1},       {"2.5e", 3},       {"1ee5", 1},
+      {"1.2.3", 3},    {"1e5.5", 3},      {"1e5e5", 3},      {"0x10", 1},
+      {"1_000", 1},    {"9.", 1},         {"-0.0e-0", 7},    {"5e0000012", 9},
+      {"", 0},         {"-", 0},          {"+1", 0},         {".5", 0},
+      {"-.5", 0},      {"abc", 0},        {"NaN", 0},        {"Infinity", 0},
+      {"-Infinity", 0}, {" 1", 0},        {"- 1", 0},        {"--1", 0},
+      {"e5", 0},       {"\xe2\x88\x92" "1", 0}, /* U+2212 minus */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    double d = 42;
+    float f = 42;
+    size_t n = parse_both(cases[i].text, &d, &f);
+    ck_assert_msg(n == cases[i].want, "\"%s\": took %zu, want %zu",
+                  cases[i].text, n, cases[i].want);
+    if (n == 0) {
+      ck_assert(d == 42 && f == 42); /* untouched */
+      continue;
+    }
+    /* the value is that of the prefix */
+    char prefix[64];
+    memcpy(prefix, cases[i].text, n);
+    prefix[n] = '\0';
+    ck_assert_msg(same_double(d, strtod(prefix, NULL)), "\"%s\"", cases[i].text);
+    ck_assert_msg(same_float(f, strtof(prefix, NULL)), "\"%s\"", cases[i].text);
+  }
+}
+END_TEST
+
+/* Only len bytes are read: the number ends at len, even mid-digits, and
+ * no NUL is needed (the heap copies of parse_both have none). */
+START_TEST(test_parse_bounded) {
+  const char *text = "123456789012345678901234.5e+12";
+  const size_t lens[] = {1, 7, 8, 9, 16, 17, 19, 20, 24, 25, 26, 27, 28, 29, 30};
+  for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++) {
+    size_t len = lens[i];
+    char *copy = malloc(len);
+    ck_assert_ptr_nonnull(copy);
+    memcpy(copy, text, len);
+    char prefix[64];
+    memcpy(prefix, text, len);
+    prefix[len] = '\0';
+    char *end;
+    double want = strtod(prefix, &end);
+    size_t want_len = (size_t)(end - prefix);
+    if (prefix[want_len - 1] == '.') want_len--; /* strtod takes "1." */
+    double d;
+    float f;
+    ck_assert_uint_eq(fmt_parse_double(copy, len, &d), want_len);
+    ck_assert_uint_eq(fmt_parse_float(copy, len, &f), want_len);
+    ck_assert_msg(same_double(d, want), "len %zu", len);
+    ck_assert_msg(same_float(f, strtof(prefix, NULL)), "len %zu", len);
+    free(copy);
+  }
+  double d = 42;
+  ck_assert_uint_eq(fmt_parse_double("1", 0, &d), 0);
+  ck_assert(d == 42);
+}
+END_TEST
+
+typedef struct {
+  const char *text;
+  uint64_t bits;
+} parsed_double_t;
+
+static void check_parse_double(const char *text, uint64_t want) {
+  double d;
+  float f;
+  size_t n = parse_both(text, &d, &f);
+  uint64_t got;
+  memcpy(&got, &d, sizeof got);
+  if (n != strlen(text) || got != want)
+    ck_abort_msg("\"%.60s...\" (%zu chars): took %zu, got %016llx, want %016llx",
+                 text, strlen(text), n, (unsigned long long)got,
+                 (unsigned long long)want);
+  if (!same_double(d, strtod(text, NULL)))
+    ck_abort_msg("\"%.60s\": differs from strtod", text);
+  if (!same_float(f, strtof(text, NULL)))
+    ck_abort_msg("\"%.60s\": fmt_parse_float differs from strtof", text);
+}
+
+static void check_parse_float(const char *text, uint32_t want) {
+  double d;
+  float f;
+  size_t n = parse_both(text, &d, &f);
+  uint32_t got;
+  memcpy(&got, &f, sizeof got);
+  if (n != strlen(text) || got != want)
+    ck_abort_msg("\"%.60s\" (%zu chars): took %zu, got %08x, want %08x", text,
+                 strlen(text), n, (unsigned)got, (unsigned)want);
+  if (!same_float(f, strtof(text, NULL)))
+    ck_abort_msg("\"%.60s\": differs from strtof", text);
+}
+
+START_TEST(test_parse_known_doubles) {
+  static const parsed_double_t cases[] = {
+      {"0", 0},
+      {"-0", 0x8000000000000000ull},
+      {"-0.0e-5", 0x8000000000000000ull},
+      {"0.000000000000000000000000000000", 0},
+      {"0e999999999999999999999", 0},
+      {"1", 0x3FF0000000000000ull},
+      {"-2.5", 0xC004000000000000ull},
+      {"0.1", 0x3FB999999999999Aull},
+      {"1e23", 0x44B52D02C7E14AF6ull},
+      {"8.41e21", 0x447C7E83209E90B2ull},
+      {"1e-400", 0},
+      {"-1e-400", 0x8000000000000000ull},
+      {"1e-99999999999999999999999", 0},
+      {"1e400", 0x7FF0000000000000ull},
+      {"-1e400", 0xFFF0000000000000ull},
+      {"1e99999999999999999999999", 0x7FF0000000000000ull},
+      {"0.00000000000000000000000000000000000000000001e44", 0x3FF0000000000000ull},
+      /* DBL_MAX; the midpoint above it is 1.797693134862315807937...e308 */
+      {"1.7976931348623157e308", 0x7FEFFFFFFFFFFFFFull},
+      {"1.7976931348623158e308", 0x7FEFFFFFFFFFFFFFull},
+      {"1.797693134862315807e308", 0x7FEFFFFFFFFFFFFFull},
+      {"1.797693134862315808e308", 0x7FF0000000000000ull}, /* the first to overflow */
+      {"-1.797693134862315808e308", 0xFFF0000000000000ull},
+      /* DBL_TRUE_MIN = 4.94e-324; half of it is 2.4703282292062327208...e-324 */
+      {"4.9406564584124654e-324", 1},
+      {"5e-324", 1},
+      {"-5e-324", 0x8000000000000001ull},
+      {"2.4703282292062327e-324", 0},
+      {"2.4703282292062328e-324", 1},
+      {"7.4109846876186982e-324", 2}, /* just above the tie 1.5 * TRUE_MIN */
+      {"7.4109846876186981e-324", 1},
+      /* around DBL_MIN: the value that hung PHP and Java */
+      {"2.2250738585072011e-308", 0x000FFFFFFFFFFFFFull},
+      {"2.2250738585072012e-308", 0x0010000000000000ull},
+      {"2.2250738585072014e-308", 0x0010000000000000ull},
+      /* 2^53 + 1 is a tie: to the even 2^53 */
+      {"9007199254740993", 0x4340000000000000ull},
+      {"9007199254740995", 0x4340000000000002ull},
+      {"9007199254740993.0000000000000000001", 0x4340000000000001ull},
+      {"9007199254740992.9999999999999999999", 0x4340000000000000ull},
+      {"4503599627370496.5", 0x4330000000000000ull}, /* tie, q < 0: even */
+      {"4503599627370497.5", 0x4330000000000002ull},
+      {"123456789012345678901234567890", 0x45F8EE90FF6C373Eull},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    check_parse_double(cases[i].text, cases[i].bits);
+}
+END_TEST
+
+START_TEST(test_parse_known_floats) {
+  static const struct {
+    const char *text;
+    uint32_t bits;
+  } cases[] = {
+      {"0", 0},
+      {"-0", 0x80000000u},
+      {"1", 0x3F800000u},
+      {"0.1", 0x3DCCCCCDu},
+      {"1.3038095", 0x3FA6E33Bu},
+      /* 1 + 2^-24 is the tie between 1 and 1 + 2^-23 */
+      {"1.00000005960464477539062499", 0x3F800000u},
+      {"1.000000059604644775390625", 0x3F800000u},
+      {"1.00000005960464477539062501", 0x3F800001u},
+      {"1.000000178813934326171875", 0x3F800002u}, /* 1 + 3 * 2^-24: to even */
+      /* FLT_MAX; the midpoint above it is 3.4028235677973366163...e38 */
+      {"3.4028235e38", 0x7F7FFFFFu},
+      {"3.4028235677973365e38", 0x7F7FFFFFu},
+      {"3.4028235677973366e38", 0x7F7FFFFFu},
+      {"3.4028235677973367e38", 0x7F800000u}, /* the first to overflow */
+      {"-3.4028235677973367e38", 0xFF800000u},
+      {"1e39", 0x7F800000u},
+      /* FLT_TRUE_MIN = 1.4e-45; half of it is 7.0064923216240853546...e-46 */
+      {"1.4e-45", 1},
+      {"1e-45", 1},
+      {"7.0064923216240854e-46", 1},
+      {"7.0064923216240853e-46", 0},
+      {"-7.0064923216240853e-46", 0x80000000u},
+      {"2.1019476964872256e-45", 1}, /* just below the tie 1.5 * TRUE_MIN */
+      {"2.1019476964872257e-45", 2},
+      {"1e-46", 0},
+      {"1.1754942e-38", 0x007FFFFFu}, /* largest subnormal */
+      {"1.1754944e-38", 0x00800000u}, /* FLT_MIN */
+      /* double rounding: the double nearest is a float midpoint, the text
+       * is not; casting strtod's result would give 0x5B77330C */
+      {"6958044373267251e1", 0x5B77330Bu},
+      {"69580443732672510", 0x5B77330Bu},
+      {"5397493346572698e1", 0x5B3FC1EBu},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    check_parse_float(cases[i].text, cases[i].bits);
+}
+END_TEST
+
+/* ---- exact midpoints ------------------------------------------------------ */
+
+/* A decimal bignum, base 10^9, little-endian: enough for m * 2^e with
+ * m < 2^55 and e in [-1075, 971] (at most 770 digits). */
+typedef struct {
+  uint32_t limb[100];
+  int n;
+} dec_big_t;
+
+static void dec_mul_small(dec_big_t *b, uint32_t k) {
+  uint64_t carry = 0;
+  for (int i = 0; i < b->n; i++) {
+    uint64_t p = (uint64_t)b->limb[i] * k + carry;
+    b->limb[i] = (uint32_t)(p % 1000000000u);
+    carry = p / 1000000000u;
+  }
+  while (carry) {
+    ck_assert_int_lt(b->n, 100);
+    b->limb[b->n++] = (uint32_t)(carry % 1000000000u);
+    carry /= 1000000000u;
+  }
+}
+
+/* The exact decimal of m * 2^e: its significant digits (no leading or
+ * trailing zeros) and the exponent of the first one. */
+static void exact_decimal(uint64_t m, int e, char *digits, int *exp10) {
+  dec_big_t b = {{0}, 0};
+  for (uint64_t v = m; v; v /= 1000000000u) b.limb[b.n++] = (uint32_t)(v % 1000000000u);
+  int shift10 = 0; /* m * 2^e = m * 5^-e * 10^e for e < 0 */
+  for (int k = e; k > 0; k -= 28) dec_mul_small(&b, 1u << (k < 28 ? k : 28));
+  for (int k = -e; k > 0; k -= 12) {
+    uint32_t p5 = 1;
+    for (int j = 0; j < (k < 12 ? k : 12); j++) p5 *= 5;
+    dec_mul_small(&b, p5);
+  }
+  if (e < 0) shift10 = e;
+  int len = sprintf(digits, "%u", b.limb[b.n - 1]);
+  for (int i = b.n - 2; i >= 0; i--) len += sprintf(digits + len, "%09u", b.limb[i]);
+  *exp10 = len - 1 + shift10;
+  while (len > 1 && digits[len - 1] == '0') digits[--len] = '\0';
+}
+
+/* "d.ddd" + tail + "e<exp10>" */
+static void sci_text(char *out, const char *digits, const char *tail, int exp10) {
+  sprintf(out, "%c%s%s%se%d", digits[0], digits[1] || *tail ? "." : "", digits + 1,
+          tail, exp10);
+}
+
+/* Texts at, just below and just above the midpoint m * 2^e between two
+ * neighbours (bits lower and lower + 1; the even one wins a tie), from 17
+ * to over 1000 digits; each must parse to the right side, as strtod or
+ * strtof does. */
+static void check_midpoint(uint64_t m, int e, uint64_t lower, int as_float) {
+  static char digits[1200], tail[1200], text[2600];
+  int exp10;
+  exact_decimal(m, e, digits, &exp10);
+  size_t nd = strlen(digits);
+  uint64_t even = lower & 1 ? lower + 1 : lower;
+  const size_t lengths[] = {nd, 790, 800, 801, 805, 1100};
+  for (size_t k = 0; k < sizeof lengths / sizeof lengths[0]; k++) {
+    size_t pad = lengths[k] > nd ? lengths[k] - nd : 0;
+    /* the midpoint itself, padded with zeros */
+    memset(tail, '0', pad);
+    tail[pad] = '\0';
+    sci_text(text, digits, tail, exp10);
+    if (as_float) check_parse_float(text, (uint32_t)even);
+    else check_parse_double(text, even);
+    /* above: ...0001 */
+    memset(tail, '0', pad + 1);
+    tail[pad + 1] = '1';
+    tail[pad + 2] = '\0';
+    sci_text(text, digits, tail, exp10);
+    if (as_float) check_parse_float(text, (uint32_t)lower + 1);
+    else check_parse_double(text, lower + 1);
+    /* below: the last digit one less, then 9s */
+    char saved = digits[nd - 1];
+    if (nd > 1 || saved > '1') {
+      digits[nd - 1] = (char)(saved - 1);
+      memset(tail, '9', pad + 1);
+      tail[pad + 1] = '\0';
+      sci_text(text, digits, tail, exp10);
+      digits[nd - 1] = saved;
+      if (as_float) check_parse_float(text, (uint32_t)lower);
+      else check_parse_double(text, lower);
+    }
+  }
+  /* cut to 17..25 significant digits, down and up: whatever strtod says */
+  for (size_t cut = 17; cut <= 25 && cut < nd; cut++) {
+    char head[32];
+    memcpy(head, digits, cut);
+    head[cut] = '\0';
+    for (int up = 0; up < 2; up++) {
+      if (up) { /* + 1 in the last place */
+        int i = (int)cut - 1;
+        while (i >= 0 && head[i] == '9') head[i--] = '0';
+        if (i < 0) continue;
+        head[i]++;
+      }
+      sci_text(text, head, "", exp10);
+      double d;
+      float f;
+      parse_both(text, &d, &f);
+      if (!same_double(d, strtod(text, NULL)) || !same_float(f, strtof(text, NULL)))
+        ck_abort_msg("\"%s\": differs from strtod / strtof", text);
+    }
+  }
+}
+
+/* The midpoint above the double (float) with these bits, as m * 2^e. */
+static void double_midpoint_above(uint64_t bits) {
+  uint64_t field = bits >> 52, frac = bits & 0xFFFFFFFFFFFFFull;
+  uint64_t sig = field ? frac | 1ull << 52 : frac;
+  int e = field ? (int)field - 1075 : -1074;
+  check_midpoint(2 * sig + 1, e - 1, bits, 0);
+}
+static void float_midpoint_above(uint32_t bits) {
+  uint32_t field = bits >> 23, frac = bits & 0x7FFFFFu;
+  uint64_t sig = field ? frac | 1u << 23 : frac;
+  int e = field ? (int)field - 150 : -149;
+  check_midpoint(2 * sig + 1, e - 1, bits, 1);
+}
+
+START_TEST(test_parse_midpoints) {
+  const uint64_t doubles[] = {
+      0,                     /* 0 | TRUE_MIN: the tie goes to 0 */
+      1, 2,                  /* the smallest subnormals */
+      0x000FFFFFFFFFFFFFull, /* the largest subnormal | DBL_MIN */
+      0x0010000000000000ull, /* DBL_MIN */
+      0x3FF0000000000000ull, /* 1 */
+      0x433FFFFFFFFFFFFFull, /* 2^53 - 1 | 2^53 */
+      0x4340000000000000ull, /* 2^53 | 2^53 + 2 */
+      0x7FEFFFFFFFFFFFFEull,
+      0x7FEFFFFFFFFFFFFFull, /* DBL_MAX | infinity: to infinity */
+  };
+  for (size_t i = 0; i < sizeof doubles / sizeof doubles[0]; i++)
+    double_midpoint_above(doubles[i]);
+  const uint32_t floats[] = {0,           1,           2,           0x007FFFFFu,
+                             0x00800000u, 0x3F800000u, 0x4B7FFFFFu, 0x7F7FFFFEu,
+                             0x7F7FFFFFu};
+  for (size_t i = 0; i < sizeof floats / sizeof floats[0]; i++)
+    float_midpoint_above(floats[i]);
+  uint64_t state = 11;
+  for (int i = 0; i < 40; i++) {
+    uint64_t b = rand_u64(&state) & 0x7FFFFFFFFFFFFFFFull;
+    if (b < 0x7FF0000000000000ull) double_midpoint_above(b);
+    uint32_t b32 = (uint32_t)rand_u64(&state) & 0x7FFFFFFFu;
+    if (b32 < 0x7F800000u) float_midpoint_above(b32);
+  }
+}
+END_TEST
+
+/* Digits far beyond what matters, and exponents that bring them back. */
+START_TEST(test_parse_long) {
+  static char text[12000];
+  /* 1 followed by 5000 zeros, times 10^-5000 */
+  text[0] = '1';
+  memset(text + 1, '0', 5000);
+  strcpy(text + 5001, "e-5000");
+  check_parse_double(text, 0x3FF0000000000000ull);
+  check_parse_float(text, 0x3F800000u);
+  /* 0.000...0001 (5000 zeros) times 10^5001 */
+  strcpy(text, "0.");
+  memset(text + 2, '0', 5000);
+  strcpy(text + 5002, "1e5001");
+  check_parse_double(text, 0x3FF0000000000000ull);
+  /* 10000 nines after "0.": rounds to 1 */
+  strcpy(text, "0.");
+  memset(text + 2, '9', 10000);
+  text[10002] = '\0';
+  check_parse_double(text, 0x3FF0000000000000ull);
+  check_parse_float(text, 0x3F800000u);
+  /* 2^-1074 written out in full (751 digits) stays itself */
+  char digits[1200];
+  int exp10;
+  exact_decimal(1, -1074, digits, &exp10);
+  sci_text(text, digits, "", exp10);
+  check_parse_double(text, 1);
+}
+END_TEST
+
+/* Only the "C" spelling counts, whatever the locale, and errno is left
+ * alone even where strtod would set ERANGE. */
+START_TEST(test_parse_errno_locale) {
+  static char text[1300];
+  char digits[1200];
+  int exp10;
+  /* the tie above 0: goes the exact (strtod) way, which underflows */
+  exact_decimal(1, -1075, digits, &exp10);
+  sci_text(text, digits, "1", exp10);
+  const char *texts[] = {"1e-400", "1e400", "2.4703282292062328e-324", "1.5",
+                         "-0.000123456789012345678901234", text};
+  double want[6];
+  float want_f[6];
+  for (int i = 0; i < 6; i++) {
+    want[i] = strtod(texts[i], NULL);
+    want_f[i] = strtof(texts[i], NULL);
+  }
+  errno = 0;
+  for (int i = 0; i < 6; i++) {
+    double d;
+    float f;
+    parse_both(texts[i], &d, &f);
+    ck_assert(same_double(d, want[i]) && same_float(f, want_f[i]));
+  }
+  ck_assert_int_eq(errno, 0);
+  static const char *const names[] = {"de_DE.UTF-8", "de_DE.utf8", "fr_FR.UTF-8",
+                                      "ru_RU.UTF-8", "nl_NL.UTF-8", "de_DE"};
+  for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
+    if (!setlocale(LC_ALL, names[k])) continue;
+    for (int i = 0; i < 6; i++) {
+      double d;
+      float f;
+      parse_both(texts[i], &d, &f);
+      if (!same_double(d, want[i]) || !same_float(f, want_f[i]))
+        ck_abort_msg("under %s: \"%.40s\"", names[k], texts[i]);
+    }
+  }
+  setlocale(LC_ALL, "C");
+}
+END_TEST
+
+/* ---- random texts against strtod / strtof --------------------------------- */
+
+/* A random JSON number: 1..25 significant digits, a point anywhere or
+ * none, leading "0.000" sometimes, an exponent sometimes. */
+static void random_number_text(uint64_t *state, char *out) {
+  char *p = out;
+  if (rand_u64(state) & 1) *p++ = '-';
+  int nd = 1 + (int)(rand_u64(state) % 25);
+  int point = (int)(rand_u64(state) % (unsigned)(nd + 1)); /* nd: none */
+  if (rand_u64(state) % 4 == 0) {
+    p += sprintf(p, "0.");
+    for (int z = (int)(rand_u64(state) % 12); z > 0; z--) *p++ = '0';
+    point = nd;
+  }
+  for (int i = 0; i < nd; i++) {
+    if (i == point && i > 0) *p++ = '.';
+    char c = (char)('0' + rand_u64(state) % 10);
+    if (i == 0 && c == '0' && (p == out || p[-1] != '0')) c = '1';
+    *p++ = c;
+  }
+  if (rand_u64(state) % 3) {
+    int exp = (int)(rand_u64(state) % 700) - 360;
+    p += sprintf(p, "%s%d", rand_u64(state) & 1 ? "e" : "E", exp);
+  }
+  *p = '\0';
+}
+
+typedef struct {
+  uint64_t seed;
+  long count;
+  char failure[200];
+} parse_sweep_t;
+
+/* On its own thread: no Check calls; the first failure is returned. */
+static void *parse_sweep_run(void *arg) {
+  parse_sweep_t *sw = arg;
+  uint64_t state = sw->seed;
+  char text[96];
+  sw->failure[0] = '\0';
+  for (long i = 0; i < sw->count; i++) {
+    uint64_t r = rand_u64(&state);
+    double x = d_from_bits(rand_u64(&state));
+    float xf = f_from_bits((uint32_t)rand_u64(&state));
+    switch (r % 5) {
+    case 0:
+    case 1: random_number_text(&state, text); break;
+    case 2:
+      if (!isfinite(x)) continue;
+      snprintf(text, sizeof text, "%.*g", 1 + (int)(r / 8 % 17), x);
+      break;
+    case 3:
+      if (!isfinite(x)) continue;
+      fmt_double(x, text);
+      break;
+    default:
+      if (!isfinite(xf)) continue;
+      if (r & 8) fmt_float(xf, text);
+      else snprintf(text, sizeof text, "%.*g", 1 + (int)(r / 16 % 9), (double)xf);
+    }
+    size_t len = strlen(text);
+    double d;
+    float f;
+    size_t n = fmt_parse_double(text, len, &d);
+    size_t nf = fmt_parse_float(text, len, &f);
+    if (n != len || nf != len || !same_double(d, strtod(text, NULL)) ||
+        !same_float(f, strtof(text, NULL))) {
+      snprintf(sw->failure, sizeof sw->failure,
+               "\"%s\": took %zu / %zu, got %a / %a, strtod %a / strtof %a", text, n,
+               nf, d, (double)f, strtod(text, NULL), (double)strtof(text, NULL));
+      break;
+    }
+  }
+  return NULL;
+}
+
+/* Split over 4 threads, which also races the tables' first use. */
+START_TEST(test_parse_random) {
+  parse_sweep_t sw[4];
+  pthread_t tid[4];
+  for (int t = 0; t < 4; t++) {
+    sw[t].seed = 100 + 0x1000003ull * (uint64_t)t;
+    sw[t].count = 200000;
+    ck_assert_int_eq(pthread_create(&tid[t], NULL, parse_sweep_run, &sw[t]), 0);
+  }
+  for (int t = 0; t < 4; t++) pthread_join(tid[t], NULL);
+  for (int t = 0; t < 4; t++)
+    if (sw[t].failure[0]) ck_abort_msg("%s", sw[t].failure);
+}
+END_TEST
+
 Suite *fmt_suite(void) {
   Suite *s = suite_create("fmt");
   TCase *tc = tcase_create("Core");
@@ -740,6 +1274,18 @@ Suite *fmt_suite(void) {
   tcase_add_test(tc, test_shortest_random);
   tcase_add_test(tc, test_shortest_boundaries);
   tcase_add_test(tc, test_decimal_in_decimal_out);
+  suite_add_tcase(s, tc);
+
+  tc = tcase_create("Parse");
+  tcase_set_timeout(tc, 60);
+  tcase_add_test(tc, test_parse_grammar);
+  tcase_add_test(tc, test_parse_bounded);
+  tcase_add_test(tc, test_parse_known_doubles);
+  tcase_add_test(tc, test_parse_known_floats);
+  tcase_add_test(tc, test_parse_midpoints);
+  tcase_add_test(tc, test_parse_long);
+  tcase_add_test(tc, test_parse_errno_locale);
+  tcase_add_test(tc, test_parse_random);
   suite_add_tcase(s, tc);
   return s;
 }
