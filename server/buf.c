@@ -39,6 +39,15 @@ void buf_append(buf_t *b, const void *data, size_t n) {
   b->data[b->len] = '\0';
 }
 
+char *buf_space(buf_t *b, size_t n) {
+  return buf_reserve(b, n) == 0 ? b->data + b->len : NULL;
+}
+
+void buf_commit(buf_t *b, size_t written) {
+  b->len += written;
+  b->data[b->len] = '\0';
+}
+
 void buf_puts(buf_t *b, const char *s) { buf_append(b, s, strlen(s)); }
 
 void buf_putc(buf_t *b, char c) { buf_append(b, &c, 1); }

@@ -19,6 +19,11 @@ void buf_free(buf_t *b);
 /* Ensures room for n more bytes (plus a NUL). Returns 0 or -1. */
 int buf_reserve(buf_t *b, size_t n);
 void buf_append(buf_t *b, const void *data, size_t n);
+/* For writers that format in place: room for up to n bytes at the end
+ * (NULL after an allocation failure), then buf_commit with the bytes
+ * actually written. */
+char *buf_space(buf_t *b, size_t n);
+void buf_commit(buf_t *b, size_t written);
 void buf_puts(buf_t *b, const char *s);
 void buf_putc(buf_t *b, char c);
 void buf_printf(buf_t *b, const char *fmt, ...)

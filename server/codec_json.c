@@ -24,10 +24,11 @@ static int v1_decode(const codec_input_t *in, const limits_t *lim,
   if (decode_frame(in->body, in->len, in->header_length, &ctx, &json_len,
                    prob) != 0)
     return -1;
-  if (decode_json_root(in->body, json_len, lim, &root, prob) != 0) return -1;
-  int rc = decode_query(in->query, in->nquery, root, prob);
+  int rc = decode_json_root(&ctx, in->body, json_len, &root, prob);
+  if (rc == 0) rc = decode_query(in->query, in->nquery, root, prob);
   if (rc == 0) rc = decode_request(&ctx, root, in->op, req, prob);
   json_decref(root);
+  decode_ctx_release(&ctx);
   return rc;
 }
 

@@ -154,7 +154,7 @@ static int kserve_decode(const codec_input_t *in, const limits_t *lim,
   json_t *root = NULL, *obj = json_object();
   int rc = -1;
   if (obj == NULL) return problem_set(prob, 500, "out_of_memory", NULL, "out of memory");
-  if (decode_json_root(in->body, json_len, lim, &root, prob) != 0) goto done;
+  if (decode_json_root(&ctx, in->body, json_len, &root, prob) != 0) goto done;
   const char *key;
   json_t *value;
   json_object_foreach(root, key, value) {
@@ -212,6 +212,7 @@ static int kserve_decode(const codec_input_t *in, const limits_t *lim,
 done:
   json_decref(root);
   json_decref(obj);
+  decode_ctx_release(&ctx);
   return rc;
 }
 

@@ -68,26 +68,6 @@ static const struct {
     {"gain", FLD_GAIN, 1u << OP_RESIDUAL},
 };
 
-/* Deepest nesting of [ and { outside strings, stopping early past limit.
- * jansson has no depth option, so this guards its recursion. */
-static int nesting_exceeds(const char *s, size_t len, int limit) {
-  int depth = 0, in_string = 0;
-  for (size_t i = 0; i < len; i++) {
-    char c = s[i];
-    if (in_string) {
-      if (c == '\\') i++;
-      else if (c == '"') in_string = 0;
-    } else if (c == '"') {
-      in_string = 1;
-    } else if (c == '[' || c == '{') {
-      if (++depth > limit) return 1;
-    } else if (c == ']' || c == '}') {
-      depth--;
-    }
-  }
-  return 0;
-}
-
 /* One element: a JSON number or a non-finite spelling. */
 static size_t encode_numel_of(const norm_tensor_t *t) {
   size_t numel = 0;
@@ -158,6 +138,29 @@ static int nested_fill(const json_t *v, norm_tensor_t *t, int dim, size_t *pos,
   return 0;
 }
 
+/* data has `count` elements where the shape holds numel. */
+static int data_length_problem(problem_t *prob, const char *field, size_t numel,
+                               size_t count) {
+  if (count > numel)
+    return problem_set(prob, 422, "data_length", field,
+                       "%s: data has more than the %zu elements of its shape",
+                       field, numel);
+  return problem_set(prob, 422, "data_length", field,
+                     "%s: shape holds %zu elements but data has %zu", field,
+                     numel, count);
+}
+
+/* The numbers of a fast-path array into t (allocated for all of them). */
+static int text_fill(const numarray_t *text, norm_tensor_t *t,
+                     const char *field, problem_t *prob) {
+  size_t bad;
+  if (numarray_fill(text, t, &bad) != 0)
+    return problem_set(prob, 400, "malformed_json", field,
+                       "%s: element %zu is beyond the range of a float64 "
+                       "(real number overflow)", field, bad);
+  return 0;
+}
+
 /* Flat or nested `data` into t in row-major order; *pos counts elements and
  * may not pass numel. */
 static int flat_fill(const json_t *v, norm_tensor_t *t, size_t numel,
@@ -174,10 +177,7 @@ static int flat_fill(const json_t *v, norm_tensor_t *t, size_t numel,
                        "%s: data[%zu] is not a number (non-finite values are "
                        "written \"NaN\", \"Infinity\", \"-Infinity\")",
                        field, *pos);
-  if (*pos >= numel)
-    return problem_set(prob, 422, "data_length", field,
-                       "%s: data has more than the %zu elements of its shape",
-                       field, numel);
+  if (*pos >= numel) return data_length_problem(prob, field, numel, numel + 1);
   norm_tensor_set(t, (*pos)++, d);
   return 0;
 }
@@ -235,6 +235,13 @@ int decode_tensor(decode_ctx_t *ctx, const json_t *v, const char *field,
     return problem_set(prob, 422, "conflicting_fields", field,
                        "%s is given twice", field);
   out->t.dtype = NORM_F32;
+  const numarray_t *text = numarray_of(&ctx->arrays, v);
+  if (text != NULL) { /* a nested array on the fast path */
+    out->t.rank = text->rank;
+    memcpy(out->t.shape, text->shape, sizeof text->shape);
+    if (alloc_tensor_data(out, field, lim, &numel, prob) != 0) return -1;
+    return text_fill(text, &out->t, field, prob);
+  }
   if (json_is_array(v)) {
     if (nested_shape(v, &out->t, field, prob) != 0) return -1;
     if (alloc_tensor_data(out, field, lim, &numel, prob) != 0) return -1;
@@ -260,8 +267,9 @@ int decode_tensor(decode_ctx_t *ctx, const json_t *v, const char *field,
   if (params != NULL && !json_is_object(params))
     return problem_set(prob, 422, "bad_tensor", field,
                        "%s.parameters must be an object", field);
+  const numarray_t *data_text = numarray_of(&ctx->arrays, data);
   if (!json_is_array(shape) || (data != NULL) == (params != NULL) ||
-      (data != NULL && !json_is_array(data)))
+      (data != NULL && !json_is_array(data) && data_text == NULL))
     return problem_set(prob, 422, "bad_tensor", field,
                        "%s needs \"shape\" (array of integers) and either "
                        "\"data\" (array of numbers) or \"parameters\": "
@@ -287,11 +295,13 @@ int decode_tensor(decode_ctx_t *ctx, const json_t *v, const char *field,
   if (alloc_tensor_data(out, field, lim, &numel, prob) != 0) return -1;
   nbytes = numel * norm_dtype_size(out->t.dtype);
   if (params != NULL) return binary_fill(ctx, params, out, nbytes, field, prob);
+  if (data_text != NULL) {
+    if (data_text->count != numel)
+      return data_length_problem(prob, field, numel, data_text->count);
+    return text_fill(data_text, &out->t, field, prob);
+  }
   if (flat_fill(data, &out->t, numel, &pos, field, prob) != 0) return -1;
-  if (pos != numel)
-    return problem_set(prob, 422, "data_length", field,
-                       "%s: shape holds %zu elements but data has %zu", field,
-                       numel, pos);
+  if (pos != numel) return data_length_problem(prob, field, numel, pos);
   return 0;
 }
 
@@ -699,14 +709,28 @@ int decode_frame(const char *body, size_t len, int64_t header_length,
   return 0;
 }
 
-int decode_json_root(const char *body, size_t len, const limits_t *lim,
+int decode_json_root(decode_ctx_t *ctx, const char *body, size_t len,
                      json_t **root, problem_t *prob) {
   *root = NULL;
-  if (nesting_exceeds(body, len, lim->max_depth))
+  numarrays_t *arrays = &ctx->arrays;
+  if (numarray_extract(body, len, arrays) != 0)
+    return problem_set(prob, 500, "out_of_memory", NULL, "out of memory");
+  if (arrays->depth > ctx->lim->max_depth) {
+    numarray_free(arrays);
     return problem_set(prob, 400, "too_deep", NULL,
-                       "JSON nesting deeper than %d levels", lim->max_depth);
+                       "JSON nesting deeper than %d levels", ctx->lim->max_depth);
+  }
   json_error_t jerr;
-  json_t *doc = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
+  json_t *doc = NULL;
+  if (arrays->skeleton != NULL)
+    doc = json_loadb(arrays->skeleton, arrays->skeleton_len,
+                     JSON_REJECT_DUPLICATES, &jerr);
+  if (doc == NULL) {
+    /* No skeleton, or a malformed document: jansson reads the client's
+     * own text, so errors point at its lines and columns. */
+    numarray_free(arrays);
+    doc = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
+  }
   if (doc == NULL) {
     int dup = json_error_code(&jerr) == json_error_duplicate_key;
     return problem_set(prob, 400, dup ? "duplicate_key" : "malformed_json",
@@ -721,6 +745,8 @@ int decode_json_root(const char *body, size_t len, const limits_t *lim,
   *root = doc;
   return 0;
 }
+
+void decode_ctx_release(decode_ctx_t *ctx) { numarray_free(&ctx->arrays); }
 
 int decode_request(decode_ctx_t *ctx, const json_t *root, op_t op,
                    request_t *req, problem_t *prob) {

@@ -10,18 +10,25 @@
 #include <stddef.h>
 
 #include "codec.h"
+#include "numarray.h"
 #include "problem.h"
 #include "request.h"
 
-/* Decoding state: the limits, and the binary tail of a framed body (the raw
+/* Decoding state: the limits, the binary tail of a framed body (the raw
  * tensor bytes after the JSON header), consumed in the order tensors appear
- * in the header. bin == NULL when the body has no binary part. */
+ * in the header (bin == NULL when the body has no binary part), and the
+ * numeric arrays decode_json_root took out of the JSON text for the fast
+ * path (numarray.h). Initialize with {.lim = ...}; decode_ctx_release
+ * frees what decoding left in it. */
 typedef struct {
   const limits_t *lim;
   const char *bin;
   size_t bin_len;
   size_t bin_pos;
+  numarrays_t arrays;
 } decode_ctx_t;
+
+void decode_ctx_release(decode_ctx_t *ctx);
 
 /* Splits a framed body: with header_length >= 0 (the
  * Inference-Header-Content-Length), the first header_length bytes are the
@@ -31,10 +38,12 @@ int decode_frame(const char *body, size_t len, int64_t header_length,
                  decode_ctx_t *ctx, size_t *json_len, problem_t *prob);
 
 /* Parses body as one JSON object: nesting depth checked first (jansson has
- * no limit of its own), duplicate keys refused. *root is the caller's to
- * json_decref. 400 (malformed_json, duplicate_key, too_deep) or 422
- * (not_an_object) on failure. */
-int decode_json_root(const char *body, size_t len, const limits_t *lim,
+ * no limit of its own), duplicate keys refused. Big numeric arrays are not
+ * parsed by jansson but kept in ctx as placeholders for decode_tensor (the
+ * body must outlive ctx). *root is the caller's to json_decref. 400
+ * (malformed_json, duplicate_key, too_deep) or 422 (not_an_object) on
+ * failure. */
+int decode_json_root(decode_ctx_t *ctx, const char *body, size_t len,
                      json_t **root, problem_t *prob);
 
 /* A tensor: {"shape", "dtype", "data"} with data flat or nested, or

@@ -3,50 +3,96 @@
 #include "encode.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "fmt.h"
 
-/* Shortest text that reads back (strtod, then rounding to the half format
- * as the decoder does) to the same 16-bit value. */
-static int fmt_half(double v, norm_dtype_t dtype, char *out) {
-  for (int prec = 1; prec <= 9; prec++) {
-    snprintf(out, FMT_NUMBER_MAX, "%.*g", prec, v);
-    double back = strtod(out, NULL);
-    int same = dtype == NORM_F16
-                   ? norm_f16_from_double(back) == norm_f16_from_double(v)
-                   : norm_bf16_from_double(back) == norm_bf16_from_double(v);
-    if (same) break;
+/* The longest text of one number: a shortest float64 ("-2.2250738585072014e-308")
+ * or a quoted non-finite spelling, and the comma before it. */
+enum { NUMBER_TEXT_MAX = FMT_NUMBER_MAX + 2 };
+
+static int nonfinite_text(double v, char *out) {
+  const char *s = isnan(v) ? "\"NaN\"" : v > 0 ? "\"Infinity\"" : "\"-Infinity\"";
+  size_t n = strlen(s);
+  memcpy(out, s, n);
+  return (int)n;
+}
+
+static int float_text(float f, char *out) {
+  return isfinite(f) ? fmt_float(f, out) : nonfinite_text(f, out);
+}
+
+static int double_text(double d, char *out) {
+  return isfinite(d) ? fmt_double(d, out) : nonfinite_text(d, out);
+}
+
+/* ---- half precision: one table of texts per format ------------------------
+ * A float16 or bfloat16 value has 65536 bit patterns, so each one's text is
+ * found once (the first time a half tensor is encoded, ~0.1 s) and looked
+ * up afterwards: the shortest %g text that reads back (strtod, then
+ * rounding to the format, as the decoder does) to the same pattern. */
+typedef struct {
+  char text[16]; /* "-1.17549435e-38": 9 digits at most, the longest */
+  unsigned char len;
+} half_text_t;
+
+static half_text_t f16_texts[65536], bf16_texts[65536];
+static pthread_once_t half_texts_once = PTHREAD_ONCE_INIT;
+
+static uint16_t half_from_double(double v, norm_dtype_t dtype) {
+  return dtype == NORM_F16 ? norm_f16_from_double(v) : norm_bf16_from_double(v);
+}
+
+static void half_text_find(double v, norm_dtype_t dtype, half_text_t *out) {
+  if (!isfinite(v)) {
+    out->len = (unsigned char)nonfinite_text(v, out->text);
+    return;
   }
-  return (int)strlen(out);
+  uint16_t want = half_from_double(v, dtype);
+  int n = 0;
+  for (int prec = 1; prec <= 9; prec++) {
+    n = snprintf(out->text, sizeof out->text, "%.*g", prec, v);
+    if (half_from_double(strtod(out->text, NULL), dtype) == want) break;
+  }
+  out->len = (unsigned char)n;
+}
+
+static void half_texts_build(void) {
+  for (uint32_t h = 0; h < 65536; h++) {
+    half_text_find(norm_float_from_f16((uint16_t)h), NORM_F16, &f16_texts[h]);
+    half_text_find(norm_float_from_bf16((uint16_t)h), NORM_BF16, &bf16_texts[h]);
+  }
+}
+
+static const half_text_t *half_texts(norm_dtype_t dtype) {
+  pthread_once(&half_texts_once, half_texts_build);
+  return dtype == NORM_F16 ? f16_texts : bf16_texts;
+}
+
+/* The JSON text of v in the precision of dtype, into out (NUMBER_TEXT_MAX
+ * bytes); returns its length. */
+static int number_text(double v, norm_dtype_t dtype, char *out) {
+  switch (dtype) {
+  case NORM_F64: return double_text(v, out);
+  case NORM_F16:
+  case NORM_BF16: {
+    const half_text_t *h = &half_texts(dtype)[half_from_double(v, dtype)];
+    memcpy(out, h->text, h->len);
+    return h->len;
+  }
+  default:
+    /* a double past float's range (a float32 statistic such as var) is
+     * infinite as a float: spelled as a string like any other infinity */
+    return float_text((float)v, out);
+  }
 }
 
 void encode_number(buf_t *b, double v, norm_dtype_t dtype) {
-  char text[FMT_NUMBER_MAX];
-  int n = 0;
-  if (!isfinite(v)) {
-    buf_puts(b, isnan(v) ? "\"NaN\"" : v > 0 ? "\"Infinity\"" : "\"-Infinity\"");
-    return;
-  }
-  switch (dtype) {
-  case NORM_F64: n = fmt_double(v, text); break;
-  case NORM_F16:
-  case NORM_BF16: n = fmt_half(v, dtype, text); break;
-  default: {
-    /* a double past float's range (a float32 statistic such as var) is
-     * infinite as a float: spelled as a string like any other infinity */
-    float f = (float)v;
-    if (!isfinite(f)) {
-      buf_puts(b, f > 0 ? "\"Infinity\"" : "\"-Infinity\"");
-      return;
-    }
-    n = fmt_float(f, text);
-    break;
-  }
-  }
-  buf_append(b, text, (size_t)n);
+  char text[NUMBER_TEXT_MAX];
+  buf_append(b, text, (size_t)number_text(v, dtype, text));
 }
 
 void encode_shape(buf_t *b, int rank, const int64_t *shape) {
@@ -72,12 +118,28 @@ size_t encode_numel(const norm_tensor_t *t) {
 }
 
 void encode_tensor_data(buf_t *b, const norm_tensor_t *t) {
+  enum { CHUNK = 4096 }; /* numbers formatted per buffer reservation */
   size_t numel = encode_numel(t);
-  buf_reserve(b, numel * 12 + 2);
+  const half_text_t *halves =
+      t->dtype == NORM_F16 || t->dtype == NORM_BF16 ? half_texts(t->dtype) : NULL;
   buf_putc(b, '[');
-  for (size_t i = 0; i < numel; i++) {
-    if (i) buf_putc(b, ',');
-    encode_number(b, norm_tensor_get(t, i), t->dtype);
+  for (size_t begin = 0; begin < numel; begin += CHUNK) {
+    size_t end = numel - begin < CHUNK ? numel : begin + CHUNK;
+    char *start = buf_space(b, (end - begin) * NUMBER_TEXT_MAX), *p = start;
+    if (start == NULL) return;
+    for (size_t i = begin; i < end; i++) {
+      if (i) *p++ = ',';
+      if (t->dtype == NORM_F32) {
+        p += float_text(((const float *)t->data)[i], p);
+      } else if (t->dtype == NORM_F64) {
+        p += double_text(((const double *)t->data)[i], p);
+      } else {
+        const half_text_t *h = &halves[((const uint16_t *)t->data)[i]];
+        memcpy(p, h->text, h->len);
+        p += h->len;
+      }
+    }
+    buf_commit(b, (size_t)(p - start));
   }
   buf_putc(b, ']');
 }

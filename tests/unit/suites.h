@@ -23,7 +23,8 @@
   X(codec_json)                                                                \
   X(codec_npy)                                                                 \
   X(codec_framed)                                                              \
-  X(codec_kserve)
+  X(codec_kserve)                                                               \
+  X(numarray)
 
 #define UNIT_DECLARE_(name) Suite *name##_suite(void);
 UNIT_SUITES(UNIT_DECLARE_)

@@ -1,0 +1,156 @@
+/* codec_bench.c -- the JSON codec alone, no HTTP: a 512x2048 layer-norm
+ * request decoded (body text -> tensor) and its output encoded (tensor ->
+ * text), in MB of JSON per second and ns per number, beside jansson
+ * parsing the same body (what decoding cost before the numeric-array fast
+ * path: one json_t per number) and beside memcpy of the same bytes. Three
+ * bodies: float32 data as Python writes rounded values (6 decimals),
+ * float32 data in shortest round-trip form, float64 data with 17 digits.
+ * Best of several runs, one thread. Build with the release flags:
+ * `make bench` runs it. */
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "buf.h"
+#include "codec.h"
+#include "encode.h"
+#include "fmt.h"
+#include "request.h"
+
+enum { ROWS = 512, COLS = 2048, N = ROWS * COLS, RUNS = 7 };
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* A normal deviate (Box-Muller) from a fixed-seed xorshift generator. */
+static double gauss(uint64_t *s) {
+  double u[2];
+  for (int k = 0; k < 2; k++) {
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    u[k] = ((double)(*s >> 11) + 0.5) / 9007199254740992.0;
+  }
+  return sqrt(-2 * log(u[0])) * cos(6.283185307179586 * u[1]);
+}
+
+typedef enum { ROUNDED6, SHORTEST32, DIGITS17 } style_t;
+
+static char *make_body(style_t style, size_t *len) {
+  buf_t b;
+  buf_init(&b);
+  buf_printf(&b, "{\"input\":{\"shape\":[%d,%d],\"dtype\":\"%s\",\"data\":[", ROWS,
+             COLS, style == DIGITS17 ? "float64" : "float32");
+  uint64_t seed = 88172645463325252ull;
+  char text[FMT_NUMBER_MAX];
+  for (int i = 0; i < N; i++) {
+    double v = gauss(&seed);
+    if (i) buf_putc(&b, ',');
+    if (style == ROUNDED6) buf_printf(&b, "%.6f", v);
+    else if (style == SHORTEST32) buf_append(&b, text, (size_t)fmt_float((float)v, text));
+    else buf_printf(&b, "%.17g", v);
+  }
+  buf_puts(&b, "]}}");
+  return buf_steal(&b, len);
+}
+
+/* Seconds of the best of RUNS calls of fn. */
+#define BEST(seconds, body)                                                    \
+  do {                                                                         \
+    seconds = 1e30;                                                            \
+    for (int run_ = 0; run_ < RUNS; run_++) {                                  \
+      double t0_ = now();                                                      \
+      body;                                                                    \
+      double dt_ = now() - t0_;                                                \
+      if (dt_ < seconds) seconds = dt_;                                        \
+    }                                                                          \
+  } while (0)
+
+static void row(const char *what, size_t bytes, double seconds) {
+  printf("| %-44s | %8.0f | %7.1f |\n", what, (double)bytes / seconds / 1e6,
+         seconds / N * 1e9);
+}
+
+/* `codec_bench decode` only decodes the first body, 50 times: for perf. */
+static int profile_decode(const limits_t *lim) {
+  size_t len;
+  char *body = make_body(ROUNDED6, &len);
+  codec_input_t in = {.op = OP_LAYER, .body = body, .len = len, .header_length = -1};
+  for (int i = 0; i < 50; i++) {
+    request_t req;
+    problem_t prob;
+    request_init(&req, OP_LAYER);
+    if (codec_json.decode(&in, lim, &req, &prob) != 0) return 1;
+    request_free(&req);
+  }
+  free(body);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  static const char *const names[] = {"float32, %.6f text", "float32, shortest text",
+                                      "float64, %.17g text"};
+  static const limits_t lim = {.max_elements = N, .max_depth = 64,
+                               .max_explain_elements = 0};
+  if (argc > 1 && strcmp(argv[1], "decode") == 0) return profile_decode(&lim);
+  printf("JSON codec, %dx%d layer-norm request, one thread (best of %d)\n\n", ROWS,
+         COLS, RUNS);
+  printf("| %-44s | %8s | %7s |\n", "step", "MB/s", "ns/num");
+  printf("|%s|%s|%s|\n", "----------------------------------------------",
+         "----------", "---------");
+  for (style_t style = ROUNDED6; style <= DIGITS17; style++) {
+    size_t len;
+    char *body = make_body(style, &len);
+    char *copy = malloc(len);
+    char label[96];
+    double s;
+    BEST(s, memcpy(copy, body, len));
+    snprintf(label, sizeof label, "memcpy of the body (%s)", names[style]);
+    row(label, len, s);
+
+    BEST(s, {
+      json_t *doc = json_loadb(body, len, 0, NULL);
+      json_decref(doc);
+    });
+    snprintf(label, sizeof label, "jansson parse only (%s)", names[style]);
+    row(label, len, s);
+
+    request_t req;
+    problem_t prob;
+    codec_input_t in = {.op = OP_LAYER, .body = body, .len = len, .header_length = -1};
+    BEST(s, {
+      request_init(&req, OP_LAYER);
+      if (codec_json.decode(&in, &lim, &req, &prob) != 0) {
+        fprintf(stderr, "decode failed: %s\n", prob.detail);
+        return 1;
+      }
+      request_free(&req);
+    });
+    snprintf(label, sizeof label, "normd decode (%s)", names[style]);
+    row(label, len, s);
+
+    request_init(&req, OP_LAYER);
+    codec_json.decode(&in, &lim, &req, &prob);
+    size_t out_len = 0;
+    BEST(s, {
+      buf_t b;
+      buf_init(&b);
+      encode_tensor_data(&b, &req.input.t);
+      out_len = b.len;
+      buf_free(&b);
+    });
+    snprintf(label, sizeof label, "normd encode (%s)",
+             style == DIGITS17 ? "float64, shortest" : "float32, shortest");
+    row(label, out_len, s);
+    request_free(&req);
+    free(copy);
+    free(body);
+  }
+  return 0;
+}

@@ -1,0 +1,69 @@
+/* numarray.h -- the fast path for the big numeric arrays of a JSON body.
+ *
+ * jansson makes one json_t per number; for tensor data that is most of the
+ * time a JSON request takes. numarray_extract scans the JSON text once and
+ * writes a skeleton: the same document with every numeric array that holds
+ * tensor data replaced by a short placeholder string. jansson parses the
+ * skeleton (small); decode.c recognizes a placeholder where tensor data
+ * belongs and numarray_fill parses its numbers straight into the tensor
+ * buffer, exactly (fmt_parse_float / fmt_parse_double: bit for bit what
+ * strtof / strtod give).
+ *
+ * Only what the scanner accepts exactly is replaced: an array that is the
+ * value of "data" or of a tensor field ("input", "weight", "bias",
+ * "running_mean", "running_var"), rectangular, non-empty, holding only JSON
+ * numbers and the non-finite spellings ("NaN", "Infinity", "-Infinity",
+ * "+Infinity"). Anything else -- bad syntax, other values, ragged nesting --
+ * stays in the skeleton for jansson and the slow path, so every error is
+ * still reported by one piece of code. */
+#ifndef NORMD_NUMARRAY_H
+#define NORMD_NUMARRAY_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "norm.h"
+
+/* One replaced array: its text in the original body (from '[' to ']'),
+ * its nesting (rank and shape; [[1,2],[3,4]] has rank 2, shape {2,2}) and
+ * its element count. */
+typedef struct {
+  const char *text;
+  size_t len;
+  int rank;
+  int64_t shape[NORM_MAX_RANK];
+  size_t count;
+} numarray_t;
+
+/* The skeleton of one JSON text and the arrays it replaced. The arrays
+ * point into the original text, which must outlive this. Owned by the
+ * caller: numarray_free releases it (also after a failed extract). */
+typedef struct {
+  char *skeleton; /* NUL-terminated; NULL when nothing was replaced */
+  size_t skeleton_len;
+  numarray_t *arrays;
+  size_t count;
+  int depth; /* the deepest nesting of [ and { in the whole text */
+} numarrays_t;
+
+/* Scans json (len bytes, not necessarily NUL-terminated) and fills out,
+ * measuring the nesting depth on the way (jansson has no limit of its own:
+ * the caller checks it before any parse). When nothing is worth replacing,
+ * out->skeleton is NULL and the caller parses json itself. Returns 0, or
+ * -1 when out of memory (out is then empty). */
+int numarray_extract(const char *json, size_t len, numarrays_t *out);
+void numarray_free(numarrays_t *a);
+
+/* The replaced array that v (a value of the parsed skeleton) stands for,
+ * or NULL when v is not a placeholder of a. a may be NULL. */
+const numarray_t *numarray_of(const numarrays_t *a, const json_t *v);
+
+/* Parses the count numbers of a into t->data, row-major, rounded to t's
+ * dtype (float32 and float64 exactly from the text; float16 and bfloat16
+ * from the exact double). t->data must hold a->count elements. Returns 0,
+ * or -1 when a finite number is beyond float64's range (jansson refuses
+ * those too): *bad_index is then that element. */
+int numarray_fill(const numarray_t *a, norm_tensor_t *t, size_t *bad_index);
+
+#endif

@@ -1,0 +1,234 @@
+/* check_numarray.c -- the JSON numeric-array fast path (server/numarray.c):
+ * which arrays the scanner takes out of the text and which it leaves to
+ * jansson, the skeleton it writes, and numbers parsed into tensors bit for
+ * bit as strtof / strtod read them. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "numarray.h"
+#include "testutil.h"
+
+/* Extracts json; the caller frees a. */
+static void extract(const char *json, numarrays_t *a) {
+  ck_assert_int_eq(numarray_extract(json, strlen(json), a), 0);
+}
+
+/* The one placeholder of json's skeleton must be taken out, or none. */
+static void expect_taken(const char *json, size_t count, int rank) {
+  numarrays_t a;
+  extract(json, &a);
+  ck_assert_msg(a.count == 1, "not taken: %s", json);
+  ck_assert_uint_eq(a.arrays[0].count, count);
+  ck_assert_int_eq(a.arrays[0].rank, rank);
+  numarray_free(&a);
+}
+
+static void expect_left(const char *json) {
+  numarrays_t a;
+  extract(json, &a);
+  ck_assert_msg(a.count == 0 && a.skeleton == NULL, "taken: %s", json);
+  numarray_free(&a);
+}
+
+#define ROW16 "[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16]"
+
+START_TEST(test_skeleton) {
+  const char *json = "{\"input\": {\"shape\": [2, 16], \"data\": [" ROW16 ",\n"
+                     ROW16 "]}, \"weight\": " ROW16 ", \"eps\": 1e-5}";
+  numarrays_t a;
+  extract(json, &a);
+  ck_assert_uint_eq(a.count, 2);
+  ck_assert_str_eq(a.skeleton, "{\"input\": {\"shape\": [2, 16], \"data\": "
+                               "\"\\u00010\"}, \"weight\": \"\\u00011\", "
+                               "\"eps\": 1e-5}");
+  ck_assert_uint_eq(a.skeleton_len, strlen(a.skeleton));
+  ck_assert_int_eq(a.depth, 4); /* { "input": { "data": [[ */
+  ck_assert_int_eq(a.arrays[0].rank, 2);
+  ck_assert_int_eq(a.arrays[0].shape[0], 2);
+  ck_assert_int_eq(a.arrays[0].shape[1], 16);
+  ck_assert_uint_eq(a.arrays[0].count, 32);
+  ck_assert_int_eq(a.arrays[1].rank, 1);
+  ck_assert_uint_eq(a.arrays[1].count, 16);
+  /* The skeleton parses, and its placeholders lead back to the arrays. */
+  json_t *doc = json_loads(a.skeleton, 0, NULL);
+  ck_assert_ptr_nonnull(doc);
+  const json_t *data = json_object_get(json_object_get(doc, "input"), "data");
+  ck_assert_ptr_eq(numarray_of(&a, data), &a.arrays[0]);
+  ck_assert_ptr_eq(numarray_of(&a, json_object_get(doc, "weight")), &a.arrays[1]);
+  ck_assert_ptr_null(numarray_of(&a, json_object_get(doc, "eps")));
+  ck_assert_ptr_null(numarray_of(NULL, data));
+  json_t *fake = json_string("\x01" "7");
+  ck_assert_ptr_null(numarray_of(&a, fake));
+  json_decref(fake);
+  json_decref(doc);
+  numarray_free(&a);
+}
+END_TEST
+
+START_TEST(test_taken) {
+  expect_taken("{\"data\":" ROW16 "}", 16, 1);
+  expect_taken("{\"input\":[[-0.5e+3,1E-2,0,-0],[\"NaN\",\"Infinity\",\"-Infinity\","
+               "\"+Infinity\"]]}", 8, 2);
+  expect_taken("{\"running_var\":[ 1 , 2 , 3 , 4 , 5 , 6 , 7 , 8 , 9 , 10 ]}", 10, 1);
+  expect_taken("{\"inputs\":[{\"name\":\"input\",\"data\":" ROW16 "}]}", 16, 1);
+  expect_taken("{\"input\":[[[[1,2,3,4,5,6,7,8,9]]],[[[1,2,3,4,5,6,7,8,9]]]]}", 18, 4);
+}
+END_TEST
+
+START_TEST(test_left_to_jansson) {
+  expect_left("{\"data\":[1,2,3]}");                         /* short */
+  expect_left("{\"shape\":" ROW16 "}");                      /* not tensor data */
+  expect_left("{\"parts\":[{\"mean\":" ROW16 "}]}");
+  expect_left("{\"data\":[[1,2,3,4,5,6,7,8],[1,2,3,4,5,6,7]]}"); /* ragged */
+  expect_left("{\"data\":[[1,2,3,4,5,6,7,8],9,10,11,12,13,14,15]}");
+  expect_left("{\"data\":[[],[],[],[],[],[],[],[],[],[],[],[],[]]}");
+  expect_left("{\"data\":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,015]}");
+  expect_left("{\"data\":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15.]}");
+  expect_left("{\"data\":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,.15]}");
+  expect_left("{\"data\":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,+15]}");
+  expect_left("{\"data\":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,1e]}");
+  expect_left("{\"data\":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,]}");
+  expect_left("{\"data\":[1,2,3,4,5,6,7,8,9,10,11,12,13,14 15]}");
+  expect_left("{\"data\":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,true]}");
+  expect_left("{\"data\":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,\"nan\"]}");
+  expect_left("{\"data\":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15"); /* unterminated */
+  expect_left("{\"data\":[[[[[[[[[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15]]]]]]]]]}");
+  /* A client string that could pose as a placeholder turns the path off. */
+  expect_left("{\"x\":\"\\u0001\",\"data\":" ROW16 "}");
+  expect_left("{\"data\":\"" ROW16 "\"}"); /* inside a string */
+  expect_left("{\"data\" " ROW16 "}");      /* no colon: not a key */
+}
+END_TEST
+
+/* Random float32 and float64 values in the spellings clients use. */
+static void random_number_text(uint64_t *state, char *buf, size_t size, int f64) {
+  uint64_t bits = tu_rand_u64(state);
+  double v;
+  if (f64) {
+    memcpy(&v, &bits, 8);
+  } else {
+    uint32_t b32 = (uint32_t)bits;
+    float f;
+    memcpy(&f, &b32, 4);
+    v = f;
+  }
+  if (!isfinite(v)) v = (double)(bits % 2000001) / 1000 - 1000;
+  static const char *const formats[] = {"%.17g", "%.9g", "%.6g", "%.3e", "%.4f", "%.12E"};
+  int format = (int)((bits >> 40) % 6);
+  if (format == 4 && fabs(v) > 1e15) format = 0; /* %f of 1e300: 300 digits */
+  snprintf(buf, size, formats[format], v);
+}
+
+static void check_fill(norm_dtype_t dtype) {
+  enum { N = 20000 };
+  static char text[N * 32 + 64];
+  static char numbers[N][32];
+  uint64_t state = 12345 + dtype;
+  size_t len = (size_t)sprintf(text, "{\"data\":[");
+  for (int i = 0; i < N; i++) {
+    random_number_text(&state, numbers[i], sizeof numbers[i], dtype == NORM_F64);
+    len += (size_t)sprintf(text + len, "%s%s", i ? "," : "", numbers[i]);
+  }
+  sprintf(text + len, "]}");
+  numarrays_t a;
+  extract(text, &a);
+  ck_assert_uint_eq(a.count, 1);
+  ck_assert_uint_eq(a.arrays[0].count, N);
+  norm_tensor_t t = tu_tensor(dtype, 1, (int64_t)N);
+  size_t bad = 0;
+  ck_assert_int_eq(numarray_fill(&a.arrays[0], &t, &bad), 0);
+  for (int i = 0; i < N; i++) {
+    int same;
+    if (dtype == NORM_F32) {
+      float want = strtof(numbers[i], NULL);
+      same = memcmp(&want, (float *)t.data + i, 4) == 0;
+    } else if (dtype == NORM_F64) {
+      double want = strtod(numbers[i], NULL);
+      same = memcmp(&want, (double *)t.data + i, 8) == 0;
+    } else {
+      norm_tensor_t one = tu_tensor(dtype, 1, (int64_t)1);
+      norm_tensor_set(&one, 0, strtod(numbers[i], NULL));
+      same = memcmp(one.data, (uint16_t *)t.data + i, 2) == 0;
+      tu_tensor_free(&one);
+    }
+    if (!same) ck_abort_msg("%s: element %d (%s) differs", norm_dtype_name(dtype), i,
+                            numbers[i]);
+  }
+  tu_tensor_free(&t);
+  numarray_free(&a);
+}
+
+/* The depth counts every [ and { outside strings, taken arrays included. */
+START_TEST(test_depth) {
+  static const struct {
+    const char *json;
+    int depth;
+  } cases[] = {
+      {"{}", 1},
+      {"{\"a\":\"[[[[\"}", 1},
+      {"{\"a\":[[[1]]],\"b\":{}}", 4},
+      {"{\"input\":[[[1,2,3,4,5,6,7,8,9,10],[1,2,3,4,5,6,7,8,9,10]]]}", 4},
+      {"{\"x\":\"\\u0001\",\"input\":[[[1,2,3,4,5,6,7,8,9,10,11,12,13,14]]]}", 4},
+      {"[[[[[[[[[[", 10},
+      {"{\"a\":\"\\\"[[[\"}", 1},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    numarrays_t a;
+    extract(cases[i].json, &a);
+    ck_assert_msg(a.depth == cases[i].depth, "%s: depth %d, want %d", cases[i].json,
+                  a.depth, cases[i].depth);
+    numarray_free(&a);
+  }
+}
+END_TEST
+
+START_TEST(test_fill_exact) {
+  check_fill(NORM_F32);
+  check_fill(NORM_F64);
+  check_fill(NORM_F16);
+  check_fill(NORM_BF16);
+}
+END_TEST
+
+START_TEST(test_fill_nonfinite_and_range) {
+  const char *json = "{\"data\":[\"NaN\",\"Infinity\",\"-Infinity\",-0,1e39,"
+                     "4.9e-324,1e-50,3.4028235e38]}";
+  numarrays_t a;
+  extract(json, &a);
+  ck_assert_uint_eq(a.count, 1);
+  norm_tensor_t t = tu_tensor(NORM_F32, 1, (int64_t)8);
+  size_t bad;
+  ck_assert_int_eq(numarray_fill(&a.arrays[0], &t, &bad), 0);
+  const float *y = t.data;
+  ck_assert(isnan(y[0]) && y[1] == INFINITY && y[2] == -INFINITY);
+  ck_assert(y[3] == 0 && signbit(y[3]));
+  ck_assert(y[4] == INFINITY); /* past float32's range: rounds to infinity */
+  ck_assert(y[5] == 0 && y[6] == 0 && y[7] == 3.4028235e38f);
+  tu_tensor_free(&t);
+  numarray_free(&a);
+  /* Past float64's range the text is refused, as jansson refuses it. */
+  extract("{\"data\":[1,2,3,4,5,6,7,8,9,10,11,12,-1e400,14]}", &a);
+  ck_assert_uint_eq(a.count, 1);
+  for (int dt = 0; dt < 2; dt++) {
+    t = tu_tensor(dt ? NORM_F64 : NORM_F32, 1, (int64_t)14);
+    ck_assert_int_eq(numarray_fill(&a.arrays[0], &t, &bad), -1);
+    ck_assert_uint_eq(bad, 12);
+    tu_tensor_free(&t);
+  }
+  numarray_free(&a);
+}
+END_TEST
+
+Suite *numarray_suite(void) {
+  Suite *s = suite_create("numarray");
+  TCase *core = tcase_create("Core");
+  tcase_add_test(core, test_skeleton);
+  tcase_add_test(core, test_taken);
+  tcase_add_test(core, test_left_to_jansson);
+  tcase_add_test(core, test_depth);
+  tcase_add_test(core, test_fill_exact);
+  tcase_add_test(core, test_fill_nonfinite_and_range);
+  suite_add_tcase(s, core);
+  return s;
+}
