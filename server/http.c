@@ -26,6 +26,7 @@
 #include "http.h"
 
 #include <arpa/inet.h>
+#include <malloc.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <netinet/tcp.h>
@@ -59,7 +60,15 @@ enum {
   CONN_CUT_LATE,  /* cut: still arriving past request_timeout_s */
   CONN_CUT_GONE,  /* cut: the client sent its FIN and MHD missed it */
 };
-enum { SWEEP_MS = 250, FIN_SWEEPS = 2 };
+enum { SWEEP_MS = 250, FIN_SWEEPS = 2, IDLE_TRIM_MS = 1000 };
+
+/* libmicrohttpd's memory per connection (its default is 32 KiB): the
+ * request line and headers, and the read buffer a body arrives through,
+ * so it sets how many bytes one recv() and one call of the access handler
+ * take. See bench/http_bench.sh for the effect on large bodies. */
+#ifndef CONNECTION_MEMORY
+#define CONNECTION_MEMORY (128 * 1024)
+#endif
 
 /* One TCP connection, MHD's socket_context: created by the STARTED
  * notification, freed by CLOSED. Linked in server.conns under conns_lock;
@@ -84,6 +93,8 @@ struct server {
   atomic_int draining;
   atomic_long accepted; /* compute requests with a complete body, not yet
                            answered: what a drain waits for */
+  atomic_llong last_busy_ms; /* when `accepted` last changed (CLOCK_MONOTONIC) */
+  long long trimmed_ms;        /* sweeper only: when it last trimmed the heap */
   uint16_t port;
   pthread_mutex_t conns_lock; /* guards conns and sweeper_stop */
   conn_t *conns;              /* every open connection */
@@ -92,6 +103,52 @@ struct server {
   int sweeper_running;
   int sweeper_stop;
 };
+
+static long long now_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* A request body as it arrives. The bytes are placed so that data +
+ * align_at is BODY_ALIGN-aligned: align_at is the JSON header's length of
+ * a framed body (Inference-Header-Content-Length), so the raw tensors after
+ * it are aligned and the decoder uses the input in place instead of
+ * copying it. mem is the allocation (what free() takes). */
+enum { BODY_ALIGN = 64 };
+typedef struct {
+  char *mem;
+  char *data;
+  size_t len, cap;
+  size_t align_at;
+} body_t;
+
+static void body_free(body_t *b) {
+  free(b->mem);
+  memset(b, 0, sizeof *b);
+}
+
+/* Appends n bytes; the first call sizes the buffer for `expected` bytes
+ * (Content-Length, already checked against the limit), chunked bodies grow
+ * by doubling. Returns 0 or -1 when out of memory. */
+static int body_append(body_t *b, const char *bytes, size_t n, size_t expected) {
+  if (b->len + n > b->cap) {
+    size_t cap = b->cap ? b->cap : expected > 0 ? expected : 4096;
+    while (cap < b->len + n) cap *= 2;
+    char *mem = malloc(cap + BODY_ALIGN);
+    if (mem == NULL) return -1;
+    char *data = mem + (BODY_ALIGN - ((uintptr_t)mem + b->align_at) % BODY_ALIGN) %
+                           BODY_ALIGN;
+    if (b->len) memcpy(data, b->data, b->len);
+    free(b->mem);
+    b->mem = mem;
+    b->data = data;
+    b->cap = cap;
+  }
+  memcpy(b->data + b->len, bytes, n);
+  b->len += n;
+  return 0;
+}
 
 /* One HTTP request's state, owned by MHD's per-request pointer: created on
  * the first handler call, freed in on_completed(). While suspended, only the
@@ -104,8 +161,7 @@ typedef struct {
   char method[16];
   char path[128];
   struct timespec start;
-  char *body;
-  size_t len, cap;
+  body_t body;
   uint64_t bytes_in;
   int reply_ready; /* reply holds the answer to queue */
   reply_t reply;
@@ -126,8 +182,7 @@ typedef struct {
 typedef struct {
   pool_job_t base;
   request_state_t *rs;
-  char *body;
-  size_t len;
+  body_t body;
   op_t op;
   int kserve;
   char *content_type; /* copies of the headers, NULL when absent */
@@ -391,13 +446,12 @@ static void preflight_reply(request_state_t *rs) {
 static void job_run(pool_job_t *base) {
   job_t *job = (job_t *)base;
   service_input_t in = {
-      .op = job->op, .body = job->body, .len = job->len,
+      .op = job->op, .body = job->body.data, .len = job->body.len,
       .content_type = job->content_type, .accept = job->accept,
       .header_length = job->header_length, .query = job->query,
       .nquery = job->nquery, .kserve = job->kserve};
   service_handle(&in, &job->limits, &job->reply);
-  free(job->body);
-  job->body = NULL;
+  body_free(&job->body);
 }
 
 static void job_free(job_t *job) {
@@ -409,7 +463,7 @@ static void job_free(job_t *job) {
     free((char *)job->query[i].value);
   }
   free(job->query);
-  free(job->body);
+  body_free(&job->body);
   free(job);
 }
 
@@ -465,6 +519,7 @@ static enum MHD_Result submit_compute(request_state_t *rs) {
    * consistent, a drain either sees this request or this request sees the
    * drain (and is refused), never neither. */
   atomic_fetch_add(&srv->accepted, 1);
+  atomic_store(&srv->last_busy_ms, now_ms());
   if (atomic_load(&srv->draining)) {
     atomic_fetch_sub(&srv->accepted, 1);
     problem_now(rs, 503, "draining", "%s", "normd is shutting down");
@@ -501,8 +556,7 @@ static enum MHD_Result submit_compute(request_state_t *rs) {
   job->kserve = rs->route->kserve;
   job->limits = srv->limits;
   job->body = rs->body; /* moves */
-  job->len = rs->len;
-  rs->body = NULL;
+  memset(&rs->body, 0, sizeof rs->body);
   MHD_suspend_connection(rs->mhd_conn);
   pool_submit(srv->pool, &job->base);
   return MHD_YES;
@@ -512,22 +566,6 @@ err:
   pool_release(srv->pool);
   problem_now(rs, 500, "out_of_memory", "%s", "out of memory");
   return send_reply(rs);
-}
-
-static int append_body(request_state_t *rs, const char *data, size_t n) {
-  if (rs->len + n > rs->cap) {
-    /* Content-Length (already checked against the limit) sizes the buffer
-     * once; chunked bodies grow by doubling. */
-    size_t cap = rs->cap ? rs->cap : rs->expected > 0 ? rs->expected : 4096;
-    while (cap < rs->len + n) cap *= 2;
-    char *p = realloc(rs->body, cap);
-    if (p == NULL) return -1;
-    rs->body = p;
-    rs->cap = cap;
-  }
-  memcpy(rs->body + rs->len, data, n);
-  rs->len += n;
-  return 0;
 }
 
 static void too_large(request_state_t *rs) {
@@ -601,15 +639,17 @@ static void first_call(request_state_t *rs, const char *url, const char *method)
     if (n > (unsigned long long)srv->cfg->max_body_bytes) too_large(rs);
     else if (*end == '\0') rs->expected = (size_t)n;
   }
+  /* A framed body's tensors follow its JSON header: align them (body_t). */
+  const char *hl = header(rs->mhd_conn, "Inference-Header-Content-Length");
+  if (hl != NULL) {
+    char *end;
+    unsigned long long n = strtoull(hl, &end, 10);
+    if (*end == '\0' && n < (unsigned long long)srv->cfg->max_body_bytes)
+      rs->body.align_at = (size_t)n;
+  }
 }
 
 /* ---- request clocks and the sweeper ---- */
-
-static long long now_ms(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
 
 static long long clock_make(int phase, long long since_ms) {
   return since_ms * 8 + phase;
@@ -799,6 +839,20 @@ static int sweep_one(const server_t *srv, conn_t *conn, long long now) {
   return cut != 0 && conn_cut(conn, c, cut, now) == 0 ? cut : 0;
 }
 
+/* Big buffers (bodies, tensors, replies) stay in malloc's heap between
+ * requests (main.c raises the mmap threshold: no page faults and zeroing
+ * per request); once no compute request has been accepted or answered for
+ * IDLE_TRIM_MS, and none is in flight, the heap's free memory goes back to
+ * the system. */
+static void trim_when_idle(server_t *srv, long long now) {
+  long long last = atomic_load(&srv->last_busy_ms);
+  if (last > srv->trimmed_ms && now - last >= IDLE_TRIM_MS &&
+      atomic_load(&srv->accepted) == 0) {
+    malloc_trim(0);
+    srv->trimmed_ms = now;
+  }
+}
+
 static void *sweeper_main(void *arg) {
   server_t *srv = arg;
   pthread_mutex_lock(&srv->conns_lock);
@@ -811,6 +865,7 @@ static void *sweeper_main(void *arg) {
     pthread_cond_timedwait(&srv->sweeper_wake, &srv->conns_lock, &until);
     if (srv->sweeper_stop) break;
     long long now = now_ms();
+    trim_when_idle(srv, now);
     int late = 0, gone = 0;
     for (conn_t *conn = srv->conns; conn != NULL; conn = conn->next) {
       int cut = sweep_one(srv, conn, now);
@@ -896,14 +951,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
      * 0.9 cannot queue a reply before the upload ends, and closing instead
      * would leave the client without its 413. */
     if (rs->reply_ready) return MHD_YES;
-    if (rs->len + n > (size_t)srv->cfg->max_body_bytes) {
-      free(rs->body);
-      rs->body = NULL;
-      rs->len = rs->cap = 0;
+    if (rs->body.len + n > (size_t)srv->cfg->max_body_bytes) {
+      body_free(&rs->body);
       too_large(rs);
       return MHD_YES;
     }
-    if (append_body(rs, upload_data, n) != 0) {
+    if (body_append(&rs->body, upload_data, n, rs->expected) != 0) {
       problem_now(rs, 500, "out_of_memory", "%s", "out of memory");
       rs->reply.close = 1;
     }
@@ -933,9 +986,12 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **state,
             (unsigned long long)rs->bytes_out, secs * 1e3,
             toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? ""
             : late ? " (closed: request_timeout_s)" : " (aborted)");
-  free(rs->body);
+  body_free(&rs->body);
   reply_free(&rs->reply);
-  if (rs->accepted) atomic_fetch_sub(&srv->accepted, 1);
+  if (rs->accepted) {
+    atomic_fetch_sub(&srv->accepted, 1);
+    atomic_store(&srv->last_busy_ms, now_ms());
+  }
   free(rs);
   metrics_inflight_add(-1);
 }
@@ -1048,7 +1104,7 @@ server_t *http_start(const config_t *cfg, pool_t *pool, char *err,
                    MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC | MHD_USE_ERROR_LOG;
   if (ipv6) flags |= MHD_USE_IPv6;
   if (tls) flags |= MHD_USE_TLS;
-  struct MHD_OptionItem opts[12];
+  struct MHD_OptionItem opts[13];
   int n = 0;
   opts[n++] = (struct MHD_OptionItem){MHD_OPTION_SOCK_ADDR, 0, &addr};
   opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_LIMIT,
@@ -1057,6 +1113,8 @@ server_t *http_start(const config_t *cfg, pool_t *pool, char *err,
                                       (intptr_t)cfg->per_ip_connections, NULL};
   opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_TIMEOUT,
                                       (intptr_t)cfg->connection_timeout_s, NULL};
+  opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+                                      (intptr_t)CONNECTION_MEMORY, NULL};
   opts[n++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_COMPLETED,
                                       (intptr_t)on_completed, srv};
   opts[n++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_CONNECTION,

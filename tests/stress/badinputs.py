@@ -272,11 +272,11 @@ def cases():
     # the application supply that answer. Documented in README's Limits.
     mhd_431 = ("answered by libmicrohttpd 0.9 itself: 431 with its built-in HTML "
                "body (no hook to replace it), not a problem document")
-    add("header flood (2000 headers)",
+    add("header flood (4000 headers)",
         request("POST", "/v1/norm/layer", b"{}", JSON,
-                [("X-Flood-%d" % i, "a" * 40) for i in range(2000)]),
+                [("X-Flood-%d" % i, "a" * 40) for i in range(4000)]),
         431, problem=None, known=mhd_431)
-    add("one 100 KB header",
-        request("POST", "/v1/norm/layer", b"{}", JSON, [("X-Big", "b" * 100000)]),
+    add("one 200 KB header",
+        request("POST", "/v1/norm/layer", b"{}", JSON, [("X-Big", "b" * 200000)]),
         431, problem=None, known=mhd_431)
     return out
