@@ -144,14 +144,24 @@ wait_idle() {
   done
   echo "normd did not go idle" >&2
 }
+# The daemon's peak RSS (VmHWM) since the last reset_peak_rss, in MiB.
+# Writing 5 to clear_refs resets the peak (Linux >= 4.0; needs the same
+# user or root); without it the figure is the peak since the daemon started.
+normd_pid=${pids[0]}
+reset_peak_rss() { echo 5 >"/proc/$normd_pid/clear_refs" 2>/dev/null || true; }
+rss_kib() { awk -v k="$1" '$1 == k":" {print $2}' "/proc/$normd_pid/status"; }
+peak_rss_mib() { awk -v k="$(rss_kib VmHWM)" 'BEGIN { printf "%.0f", k / 1024 }'; }
+sleep 1.5 # the warm-up requests above are 1 s behind: the heap is trimmed
+idle_rss_mib=$(awk -v k="$(rss_kib VmRSS)" 'BEGIN { printf "%.0f", k / 1024 }')
+framed_peak=""
 to_ms() { # wrk prints 1.23ms / 456.00us / 1.20s
   awk -v v="$1" 'BEGIN { n = v + 0; if (v ~ /us$/) n /= 1000; else if (v ~ /ms$/) n += 0; else if (v ~ /s$/) n *= 1000; printf "%.2f", n }'
 }
 
 printf '\nnormd %s, %s s per row, %s connections, %s wrk threads, %s CPUs\n\n' \
   "$("$NORMD" --version | awk '{print $2}')" "$DURATION" "$CONNECTIONS" "$WRK_THREADS" "$(nproc)"
-printf '| case | server | req/s | p50 ms | p99 ms | non-2xx | response bytes | MB/s out | vs ceiling |\n'
-printf '|---|---|---:|---:|---:|---:|---:|---:|---:|\n'
+printf '| case | server | req/s | p50 ms | p99 ms | non-2xx | response bytes | MB/s out | vs ceiling | peak RSS MiB |\n'
+printf '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n'
 i=0
 for c in "${cases[@]}"; do
   IFS='|' read -r label file ctype accept <<<"$c"
@@ -159,13 +169,33 @@ for c in "${cases[@]}"; do
   [ "$ctype" = application/octet-stream ] && hdrlen=$(cat "$work/${file}.len")
   bytes=$(stat -c %s "$work/www/out$i")
   wait_idle
+  reset_peak_rss
   read -r n_rps n_p50 n_p99 n_err < <(CTYPE="$ctype" ACCEPT="$accept" HDRLEN="$hdrlen" \
     run_wrk "http://127.0.0.1:$port/v1/norm/layer" "$work/post.lua" "$work/$file")
+  n_rss=$(peak_rss_mib)
+  [ "$file" = large.framed ] && framed_peak=$n_rss
   read -r g_rps g_p50 g_p99 g_err < <(run_wrk "http://127.0.0.1:$nginx_port/out$i")
   ratio=$(awk -v a="$n_rps" -v b="$g_rps" 'BEGIN { printf "%.3f", a / b }')
   mb_n=$(awk -v r="$n_rps" -v b="$bytes" 'BEGIN { printf "%.1f", r * b / 1e6 }')
   mb_g=$(awk -v r="$g_rps" -v b="$bytes" 'BEGIN { printf "%.1f", r * b / 1e6 }')
-  printf '| %s | normd | %s | %s | %s | %s | %s | %s | %s |\n' "$label" "$n_rps" "$n_p50" "$n_p99" "$n_err" "$bytes" "$mb_n" "$ratio"
-  printf '| %s | nginx static (ceiling) | %s | %s | %s | %s | %s | %s | 1 |\n' "$label" "$g_rps" "$g_p50" "$g_p99" "$g_err" "$bytes" "$mb_g"
+  printf '| %s | normd | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$label" "$n_rps" "$n_p50" "$n_p99" "$n_err" "$bytes" "$mb_n" "$ratio" "$n_rss"
+  printf '| %s | nginx static (ceiling) | %s | %s | %s | %s | %s | %s | 1 | |\n' "$label" "$g_rps" "$g_p50" "$g_p99" "$g_err" "$bytes" "$mb_g"
   i=$((i + 1))
 done
+
+# Memory (issue 8): peak RSS with CONNECTIONS concurrent framed requests of
+# the large tensor, against 40 MiB + 3x the request bytes in flight; and
+# the RSS once idle (normd gives its heap back after 1 s without requests),
+# against the RSS before the first row.
+wait_idle
+sleep 2
+after_mib=$(awk -v k="$(rss_kib VmRSS)" 'BEGIN { printf "%.0f", k / 1024 }')
+req_bytes=$(stat -c %s "$work/large.framed")
+budget=$(awk -v c="$CONNECTIONS" -v b="$req_bytes" 'BEGIN { printf "%.0f", 40 + 3 * c * b / 1048576 }')
+printf '\n| memory | MiB | target |\n|---|---:|---|\n'
+printf '| idle before the first row | %s | |\n' "$idle_rss_mib"
+printf '| peak, %s concurrent %.1f MiB framed requests | %s | <= %s (40 + 3x in flight): %s |\n' \
+  "$CONNECTIONS" "$(awk -v b="$req_bytes" 'BEGIN { print b / 1048576 }')" "$framed_peak" "$budget" \
+  "$(awk -v p="$framed_peak" -v b="$budget" 'BEGIN { print (p <= b ? "met" : "missed") }')"
+printf '| idle 2 s after the last row | %s | within 10%% of idle before: %s |\n' "$after_mib" \
+  "$(awk -v a="$after_mib" -v i="$idle_rss_mib" 'BEGIN { print (a <= i * 1.1 + 1 ? "met" : "missed") }')"
