@@ -113,24 +113,29 @@ test:
 # -O2, no -march=native (the kernels pick AVX-512 / AVX2 at run time).
 .PHONY: bench-check
 BENCH_BIN := $(BUILD)/kernel_bench $(BUILD)/check_kern $(BUILD)/fmt_sweep \
-             $(BUILD)/cpool_stress
+             $(BUILD)/parse_sweep $(BUILD)/cpool_stress
 $(BUILD)/kernel_bench: bench/kernel_bench.c $(SERVER_LIB) $(CORE_LIB)
 	$(CC) $(CFLAGS) -Icore -Iserver -o $@ $< $(SERVER_LIB) $(CORE_LIB) -lpthread -lm
 $(BUILD)/check_kern: bench/check_kern.c $(CORE_LIB)
 	$(CC) $(CFLAGS) -Icore -o $@ $< $(CORE_LIB) -lm
 $(BUILD)/fmt_sweep: bench/fmt_sweep.c $(BUILD)/server/fmt.o
 	$(CC) $(CFLAGS) -Iserver -o $@ $< $(BUILD)/server/fmt.o -lpthread -lm
+$(BUILD)/parse_sweep: bench/parse_sweep.c $(BUILD)/server/fmt.o
+	$(CC) $(CFLAGS) -Iserver -o $@ $< $(BUILD)/server/fmt.o -lpthread -lm
 $(BUILD)/cpool_stress: bench/cpool_stress.c $(BUILD)/server/cpool.o
 	$(CC) $(CFLAGS) -Iserver -o $@ $< $(BUILD)/server/cpool.o -lpthread
 
 # Exactness sweeps too long for CI: every kernel table's half-precision
 # conversions against the scalar reference, the compute pool under many
-# callers, and all 2^32 float32 patterns through fmt_float (round trip and
-# shortest; tens of minutes).
+# callers, all 2^32 float32 patterns through fmt_float (round trip and
+# shortest; tens of minutes), and back through fmt_parse_float, with random
+# doubles and decimal texts, against strtof / strtod (also tens of minutes;
+# ends with parsing throughput against the C library).
 bench-check: $(BENCH_BIN)
 	./$(BUILD)/check_kern
 	./$(BUILD)/cpool_stress
 	./$(BUILD)/fmt_sweep
+	./$(BUILD)/parse_sweep
 
 # Kernel GB/s beside the scale-copy memory ceiling and PyTorch (one table),
 # then throughput and latency against nginx serving the same bytes.

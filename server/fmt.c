@@ -462,7 +462,8 @@ HOT size_t scan_number(const char *s, size_t len, scan_t *out) {
     }
     int before = nd;
     p = scan_digits(p, end, &w, &nd, &extra, &truncated);
-    q -= nd - before; /* fraction digits kept in w scale it down */
+    q -= nd - before; /* fraction digits kept in w scale it down (those
+                       * dropped do not: extra is not used again) */
   }
   if (end - p >= 2 && (*p | 0x20) == 'e') { /* 'e' or 'E' */
     const char *e = p + 1;
