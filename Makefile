@@ -113,7 +113,7 @@ test:
 # -O2, no -march=native (the kernels pick AVX-512 / AVX2 at run time).
 .PHONY: bench-check
 BENCH_BIN := $(BUILD)/kernel_bench $(BUILD)/check_kern $(BUILD)/fmt_sweep \
-             $(BUILD)/parse_sweep $(BUILD)/cpool_stress
+             $(BUILD)/parse_sweep $(BUILD)/cpool_stress $(BUILD)/codec_bench
 $(BUILD)/kernel_bench: bench/kernel_bench.c $(SERVER_LIB) $(CORE_LIB)
 	$(CC) $(CFLAGS) -Icore -Iserver -o $@ $< $(SERVER_LIB) $(CORE_LIB) -lpthread -lm
 $(BUILD)/check_kern: bench/check_kern.c $(CORE_LIB)
@@ -122,6 +122,9 @@ $(BUILD)/fmt_sweep: bench/fmt_sweep.c $(BUILD)/server/fmt.o
 	$(CC) $(CFLAGS) -Iserver -o $@ $< $(BUILD)/server/fmt.o -lpthread -lm
 $(BUILD)/parse_sweep: bench/parse_sweep.c $(BUILD)/server/fmt.o
 	$(CC) $(CFLAGS) -Iserver -o $@ $< $(BUILD)/server/fmt.o -lpthread -lm
+$(BUILD)/codec_bench: bench/codec_bench.c $(SERVER_LIB) $(CORE_LIB)
+	$(CC) $(CFLAGS) $(SERVER_CFLAGS) -Icore -Iserver -o $@ $< $(SERVER_LIB) $(CORE_LIB) \
+	  $(SERVER_LIBS)
 $(BUILD)/cpool_stress: bench/cpool_stress.c $(BUILD)/server/cpool.o
 	$(CC) $(CFLAGS) -Iserver -o $@ $< $(BUILD)/server/cpool.o -lpthread
 
@@ -138,10 +141,12 @@ bench-check: $(BENCH_BIN)
 	./$(BUILD)/parse_sweep
 
 # Kernel GB/s beside the scale-copy memory ceiling and PyTorch (one table),
-# then throughput and latency against nginx serving the same bytes.
+# the JSON codec's MB/s beside jansson and memcpy, then HTTP throughput,
+# latency and RSS against nginx serving the same bytes.
 bench: $(NORMD) $(BENCH_BIN)
 	@scripts/install-deps.sh bench
 	/usr/bin/python3 bench/kernel_table.py $(BUILD)/kernel_bench
+	./$(BUILD)/codec_bench
 	bench/http_bench.sh
 
 # Regenerates tests/fixtures/torch_fixtures.json (needs Debian's python3-torch).
