@@ -314,9 +314,12 @@ static int npy_encode(const request_t *req, const result_t *res, reply_t *out,
   buf_append(&b, dict, (size_t)n);
   for (size_t i = header_len; i < padded; i++) buf_putc(&b, ' ');
   buf_putc(&b, '\n');
-  buf_append(&b, t->data, encode_numel(t) * norm_dtype_size(t->dtype));
-  if (encode_finish(&b, NULL, out, prob) != 0) return -1;
+  tail_t data; /* the array's bytes follow the header by reference */
+  tail_init(&data);
+  encode_tensor_bytes(&data, t);
+  if (encode_finish(&b, &data, out, prob) != 0) return -1;
   out->content_type = "application/x-npy";
+  out->header_length = 0; /* no framing header: .npy carries its own */
   return 0;
 }
 

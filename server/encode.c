@@ -2,6 +2,9 @@
  * encode.h. */
 #include "encode.h"
 
+_Static_assert((int)TAIL_MAX_SEGMENTS <= (int)REPLY_MAX_PARTS,
+               "a tail must fit in a reply's parts");
+
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -200,22 +203,28 @@ size_t encode_doubles_bytes(tail_t *tail, const double *v, size_t n,
 
 int encode_finish(buf_t *json, tail_t *tail, reply_t *out, problem_t *prob) {
   size_t header_len = json->len;
-  if (tail != NULL) {
-    if (tail->failed) json->failed = 1;
-    if (buf_reserve(json, tail->len) == 0)
-      for (int i = 0; i < tail->n; i++)
-        buf_append(json, tail->seg[i].data, tail->seg[i].len);
-    tail_free(tail);
-  }
+  if (tail != NULL && tail->failed) json->failed = 1;
   size_t len;
   char *body = buf_steal(json, &len);
-  if (body == NULL)
+  if (body == NULL) {
+    if (tail != NULL) tail_free(tail);
     return problem_set(prob, 500, "out_of_memory", NULL, "out of memory");
+  }
   reply_free(out);
   out->status = 200;
   out->body = body;
   out->len = len;
   if (tail != NULL) {
+    /* the tensors go by reference: the caller keeps what they point into
+     * alive with the reply (service.c), or flattens it */
+    for (int i = 0; i < tail->n; i++) {
+      out->parts[i] = (reply_part_t){.data = tail->seg[i].data,
+                                     .len = tail->seg[i].len,
+                                     .owned = tail->seg[i].owned};
+      out->parts_len += tail->seg[i].len;
+    }
+    out->nparts = tail->n;
+    tail_init(tail); /* the reply owns the converted segments now */
     out->content_type = "application/octet-stream";
     out->header_length = (int64_t)header_len;
   } else {

@@ -54,9 +54,11 @@ size_t encode_numel(const norm_tensor_t *t);
 
 /* Finishes a 200 reply from a JSON document, plus a binary tail when tail
  * is non-NULL (the KServe v2 binary framing: header length in
- * Inference-Header-Content-Length, Content-Type application/octet-stream):
- * one allocation, each tail segment copied once. Takes both. Returns 0, or
- * -1 with a 500 problem. */
+ * Inference-Header-Content-Length, Content-Type application/octet-stream).
+ * The tail's tensors become the reply's parts, by reference, not copied:
+ * whatever they point into must outlive the reply (service.c keeps the
+ * request and result with it) or the reply must be flattened first. Takes
+ * both. Returns 0, or -1 with a 500 problem. */
 int encode_finish(buf_t *json, tail_t *tail, reply_t *out, problem_t *prob);
 
 #endif

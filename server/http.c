@@ -263,12 +263,48 @@ static void add_cors(request_state_t *rs, struct MHD_Response *resp) {
   }
 }
 
+/* MHD's free callback of a response sent by reference. */
+static void free_sent_reply(void *cls) {
+  reply_free(cls);
+  free(cls);
+}
+
+/* r's bytes as an MHD response without copying them: the body alone, or
+ * the body and the parts (binary tensors) as an I/O vector. MHD owns the
+ * memory afterwards; r keeps its headers' fields. */
+static struct MHD_Response *response_of(reply_t *r) {
+  struct MHD_Response *resp;
+  if (r->nparts == 0) {
+    resp = MHD_create_response_from_buffer(r->len, r->body, MHD_RESPMEM_MUST_FREE);
+    if (resp != NULL) r->body = NULL;
+    return resp;
+  }
+  struct MHD_IoVec iov[1 + REPLY_MAX_PARTS];
+  iov[0] = (struct MHD_IoVec){.iov_base = r->body, .iov_len = r->len};
+  for (int i = 0; i < r->nparts; i++)
+    iov[1 + i] = (struct MHD_IoVec){.iov_base = r->parts[i].data,
+                                    .iov_len = r->parts[i].len};
+  reply_t *held = malloc(sizeof *held);
+  if (held == NULL) return NULL;
+  resp = MHD_create_response_from_iovec(iov, (unsigned)(1 + r->nparts),
+                                        free_sent_reply, held);
+  if (resp == NULL) {
+    free(held);
+    return NULL;
+  }
+  *held = *r; /* the memory moves to the response */
+  r->body = NULL;
+  r->nparts = 0;
+  r->keep = NULL;
+  r->keep_free = NULL;
+  return resp;
+}
+
 static enum MHD_Result send_reply(request_state_t *rs) {
   reply_t *r = &rs->reply;
-  struct MHD_Response *resp = MHD_create_response_from_buffer(
-      r->len, r->body, MHD_RESPMEM_MUST_FREE);
+  size_t bytes = r->len + r->parts_len;
+  struct MHD_Response *resp = response_of(r);
   if (resp == NULL) return MHD_NO;
-  r->body = NULL; /* MHD owns it now */
   if (r->content_type)
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, r->content_type);
   if (r->retry_after_s > 0) {
@@ -288,7 +324,7 @@ static enum MHD_Result send_reply(request_state_t *rs) {
   }
   add_cors(rs, resp);
   rs->status_sent = r->status;
-  rs->bytes_out = r->len;
+  rs->bytes_out = bytes;
   enum MHD_Result ok = MHD_queue_response(rs->mhd_conn, (unsigned)r->status, resp);
   MHD_destroy_response(resp);
   return ok;
@@ -449,7 +485,7 @@ static void job_run(pool_job_t *base) {
       .op = job->op, .body = job->body.data, .len = job->body.len,
       .content_type = job->content_type, .accept = job->accept,
       .header_length = job->header_length, .query = job->query,
-      .nquery = job->nquery, .kserve = job->kserve};
+      .nquery = job->nquery, .kserve = job->kserve, .by_reference = 1};
   service_handle(&in, &job->limits, &job->reply);
   body_free(&job->body);
 }

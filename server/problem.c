@@ -10,26 +10,6 @@
 
 #include "norm.h"
 
-void reply_free(reply_t *r) {
-  free(r->body);
-  r->body = NULL;
-  r->len = 0;
-}
-
-int reply_text(reply_t *r, int status, const char *content_type,
-               const char *text) {
-  size_t n = strlen(text);
-  char *body = malloc(n + 1);
-  r->status = status;
-  r->content_type = content_type;
-  if (body == NULL) return -1;
-  memcpy(body, text, n + 1);
-  reply_free(r);
-  r->body = body;
-  r->len = n;
-  return 0;
-}
-
 /* Makes s valid UTF-8 in place: a sequence cut at the end of the buffer is
  * dropped and any other invalid byte becomes '?', so client bytes echoed in
  * a message can never make the problem document unserializable. */

@@ -7,11 +7,27 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Bytes sent after the body without being copied into it. */
+enum { REPLY_MAX_PARTS = 16 };
+typedef struct {
+  const void *data;
+  size_t len;
+  void *owned; /* freed with the reply; NULL when `keep` owns data */
+} reply_part_t;
+
 typedef struct {
   int status;
   const char *content_type; /* static string */
   char *body;               /* malloc'd, may be NULL when len == 0 */
   size_t len;
+  /* The raw tensors of a binary answer (framed, .npy), sent after body by
+   * reference: they point into buffers the part owns or `keep` owns (the
+   * request and result they came from), released with the reply. */
+  reply_part_t parts[REPLY_MAX_PARTS];
+  int nparts;
+  size_t parts_len;
+  void *keep;
+  void (*keep_free)(void *keep);
   int retry_after_s;        /* > 0: send Retry-After */
   const char *allow;        /* non-NULL: send Allow (405) */
   int close;                /* ask the client to close the connection */
@@ -20,7 +36,12 @@ typedef struct {
                                framing: the JSON header's size in body) */
 } reply_t;
 
+/* Frees the body, the parts and what `keep` holds. */
 void reply_free(reply_t *r);
+/* Copies the parts into the body (one buffer of len bytes) and releases
+ * what they pointed into. Returns 0, or -1 when out of memory (the reply is
+ * then freed). */
+int reply_flatten(reply_t *r);
 /* A body copied from a static string. Returns 0 or -1 on out of memory. */
 int reply_text(reply_t *r, int status, const char *content_type,
                const char *text);

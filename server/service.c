@@ -46,6 +46,31 @@ static int negotiate(const service_input_t *in, const codec_t **decoder,
   return 0;
 }
 
+/* A request and its result, kept alive with a reply whose parts point
+ * into them. */
+typedef struct {
+  request_t req;
+  result_t res;
+} kept_t;
+
+static void kept_free(void *p) {
+  kept_t *k = p;
+  result_free(&k->res);
+  request_free(&k->req);
+  free(k);
+}
+
+/* Moves req and res into out->keep. Returns 0, or -1 (nothing moved). */
+static int keep_with_reply(reply_t *out, request_t *req, result_t *res) {
+  kept_t *k = malloc(sizeof *k);
+  if (k == NULL) return -1;
+  k->req = *req;
+  k->res = *res;
+  out->keep = k;
+  out->keep_free = kept_free;
+  return 0;
+}
+
 void service_handle(const service_input_t *in, const limits_t *lim,
                     reply_t *out) {
   problem_t prob;
@@ -64,6 +89,12 @@ void service_handle(const service_input_t *in, const limits_t *lim,
       decoder->decode(&msg, lim, &req, &prob) == 0 &&
       compute_run(&req, &res, &prob) == 0)
     encoder->encode(&req, &res, out, &prob);
+  if (prob.status == 0 && out->nparts > 0) {
+    /* binary tensors in the reply point into req and res */
+    if (in->by_reference && keep_with_reply(out, &req, &res) == 0) return;
+    if (reply_flatten(out) != 0)
+      problem_set(&prob, 500, "out_of_memory", NULL, "out of memory");
+  }
   if (prob.status != 0) {
     if (in->kserve) problem_reply_kserve(&prob, out);
     else problem_reply(&prob, out);

@@ -21,6 +21,9 @@ typedef struct {
   const query_param_t *query;
   size_t nquery;
   int kserve; /* a /v2 route: KServe v2 protocol, {"error": ...} errors */
+  /* The reply may send binary tensors by reference (reply_t parts, kept
+   * alive with the reply) instead of copying them into its body. */
+  int by_reference;
 } service_input_t;
 
 /* Always fills *out (a 200 result or an error); the caller frees it with
