@@ -491,7 +491,11 @@ def abrupt(args, prof, rep, state):
             while time.monotonic() < deadline and d.metric("normd_inflight_requests") > 1:
                 time.sleep(0.05)
             released = time.monotonic() - t_end
-            time.sleep(0.3)
+            # normd keeps freed buffers in its heap while busy and gives
+            # them back after 1 s idle (malloc_trim): sample after that, so
+            # what a round leaves behind is what is measured, not the heap's
+            # high-water mark
+            time.sleep(1.5)
             rounds.append((d.rss_kb(), d.fds(), d.metric("normd_inflight_requests"),
                            released))
         rss = [r[0] for r in rounds]
