@@ -6,7 +6,10 @@
  * rounding interval of the value is scaled by one power of ten with 125-bit
  * fixed-point multipliers (exact floors), digits are removed while the
  * interval still holds two candidates, and the last one is rounded to
- * nearest, ties to even. No snprintf, no locale.
+ * nearest, ties to even. No snprintf, no locale. Float32 text is on the
+ * hot path of JSON responses: normal floats off binade boundaries take a
+ * shortcut with the same result (Schubfach, 64-bit multipliers, no loop),
+ * and their text is assembled in 64-bit registers.
  *
  * Parsing: a JSON number's text to the nearest float64 / float32. The scan
  * keeps the first 19 significant digits w and the exponent q (value
@@ -19,7 +22,8 @@
  * The tables of both directions (powers of five and their reciprocals) are
  * computed once, exactly, with a small bignum (pthread_once).
  * bench/fmt_sweep.c and bench/parse_sweep.c check all 2^32 float32 bit
- * patterns. */
+ * patterns (the float shortcut was also checked against the plain Ryu
+ * path: the same text for all of them). */
 #include "fmt.h"
 
 #include <assert.h>
@@ -54,7 +58,22 @@ __extension__ typedef unsigned __int128 u128;
 static u128 pow5_mul[POW5_COUNT]; /* 5^i scaled to exactly MUL_BITS bits, floor */
 static u128 pow5_inv[INV_COUNT];  /* floor(2^(bits(5^q) - 1 + MUL_BITS) / 5^q) + 1 */
 static int pow5_len[POW5_COUNT];  /* bit length of 5^i */
+
+/* fmt_float()'s scaling, one entry per exponent field of a normal float
+ * c * 2^q (c the 24-bit significand): 10^-k for k = floor(log10(2^q)),
+ * as g = floor(10^-k * 2^(63 - b)) + 1 in [2^63, 2^64) where
+ * 2^b <= 10^-k < 2^(b + 1), and the shift h = q + b + 32 that makes the
+ * upper half of g * (x << h) about x * 2^q * 10^-k * 2^31. */
+typedef struct {
+  uint64_t g;
+  int16_t k;
+  uint8_t h;
+} float_scale_t;
+#define FLOAT_POW5_COUNT 46 /* |k| <= 45 */
+static float_scale_t float_scale[255];
+
 static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
+static int tables_ready; /* set (release) once tables_init has run */
 
 /* Unsigned bignum, 32-bit limbs, little-endian; 5^342 (the largest power
  * the parser needs) has 795 bits, and a remainder below it doubled 796. */
@@ -128,22 +147,55 @@ static u128 big_reciprocal(const big_t *p, int bits, int prec) {
   return q;
 }
 
+/* floor(log10(2^e)) for 0 <= e <= 1650; floor(log10(5^e)) for e <= 2619 */
+static int log10_pow2(int e) { return (int)(((uint32_t)e * 78913u) >> 18); }
+static int log10_pow5(int e) { return (int)(((uint32_t)e * 732923u) >> 20); }
+
 static void tables_init(void) {
+  uint64_t window[FLOAT_POW5_COUNT], inverse[FLOAT_POW5_COUNT];
   big_t p = {{1}}; /* 5^i */
   for (int i = 0; i < POW5_COUNT; i++) {
     int bits = big_bits(&p);
     pow5_len[i] = bits;
     pow5_mul[i] = big_window(&p, bits - MUL_BITS);
     if (i < INV_COUNT) pow5_inv[i] = big_reciprocal(&p, bits, MUL_BITS) + 1;
+    if (i < FLOAT_POW5_COUNT) {
+      window[i] = (uint64_t)big_window(&p, bits - 64);          /* 5^i * 2^(64 - bits) */
+      inverse[i] = (uint64_t)big_reciprocal(&p, bits, 64); /* 2^(bits + 63) / 5^i */
+    }
     big_mul_small(&p, 5);
   }
+  for (int field = 1; field < 255; field++) {
+    int q = field - 127 - 23;
+    int k = q >= 0 ? log10_pow2(q) : -log10_pow2(-q) - 1;
+    int b; /* 2^b <= 10^-k < 2^(b + 1) */
+    uint64_t g;
+    if (k <= 0) { /* 10^-k = 5^-k * 2^-k */
+      b = pow5_len[-k] - 1 - k;
+      g = window[-k] + 1;
+    } else { /* 10^-k = 2^-k / 5^k */
+      b = -pow5_len[k] - k;
+      g = inverse[k] + 1;
+    }
+    int h = q + b + 32;
+    assert(-k < FLOAT_POW5_COUNT && k < FLOAT_POW5_COUNT && g >> 63 == 1);
+    assert(h >= 0 && h + 26 <= 64);
+    float_scale[field] = (float_scale_t){.g = g, .k = (int16_t)k, .h = (uint8_t)h};
+  }
+  __atomic_store_n(&tables_ready, 1, __ATOMIC_RELEASE);
+}
+
+/* pthread_once is a call into libc; the flag makes the usual case one load. */
+static void tables_need(void) {
+  if (!__atomic_load_n(&tables_ready, __ATOMIC_ACQUIRE))
+    pthread_once(&tables_once, tables_init);
 }
 
 /* ---- Ryu ------------------------------------------------------------------ */
 
-/* floor(log10(2^e)) for 0 <= e <= 1650; floor(log10(5^e)) for e <= 2619 */
-static int log10_pow2(int e) { return (int)(((uint32_t)e * 78913u) >> 18); }
-static int log10_pow5(int e) { return (int)(((uint32_t)e * 732923u) >> 20); }
+/* Printing and parsing run once per number: their helpers are inlined so
+ * that the values stay in registers. */
+#define HOT static inline __attribute__((always_inline))
 
 /* floor(m * mul / 2^j), j >= 64; m < 2^58 so nothing overflows. */
 static uint64_t mul_shift(uint64_t m, u128 mul, int j) {
@@ -165,49 +217,17 @@ static int pow2_divides(uint64_t v, int q) {
   return q == 0 || (q < 64 && (v & ((1ull << q) - 1)) == 0);
 }
 
-/* The shortest decimal in the rounding interval of m2 * 2^e2 (m2 the full
- * significand, e2 its binary exponent; lower_gap_half: the gap below is
- * half the gap above, at a binade boundary), and of those the nearest to
- * the value, ties to even. Writes digits and the exponent of the last
- * digit. */
-static void ryu(uint64_t m2, int e2, int lower_gap_half, uint64_t *digits,
-                int *exp10) {
-  int accept = (m2 & 1) == 0; /* a tie rounds to the even significand */
-  int mm_shift = !lower_gap_half;
-  /* In quarter units: value 4 m2, interval (4 m2 - 1 - mm_shift, 4 m2 + 2). */
-  uint64_t mv = 4 * m2, mp = mv + 2, mm = mv - 1 - (uint64_t)mm_shift;
-  e2 -= 2;
-  uint64_t vr, vp, vm;
-  int e10, vr_exact, vm_exact, vp_exact;
-  if (e2 >= 0) {
-    /* divide by 10^q: multiply by 2^e2 and by the inverse of 5^q */
-    int q = log10_pow2(e2) - (e2 > 3);
-    int j = -e2 + q + MUL_BITS + pow5_len[q] - 1;
-    e10 = q;
-    vr = mul_shift(mv, pow5_inv[q], j);
-    vp = mul_shift(mp, pow5_inv[q], j);
-    vm = mul_shift(mm, pow5_inv[q], j);
-    /* x * 2^e2 / 10^q is an integer iff 5^q divides x (e2 >= q) */
-    vr_exact = pow5_divides(mv, q);
-    vm_exact = pow5_divides(mm, q);
-    vp_exact = pow5_divides(mp, q);
-  } else {
-    /* x * 2^e2 / 10^(e2 + q) = x * 5^i / 2^q with i = -e2 - q */
-    int q = log10_pow5(-e2) - (-e2 > 1);
-    int i = -e2 - q;
-    int j = q - (pow5_len[i] - MUL_BITS);
-    e10 = q + e2;
-    vr = mul_shift(mv, pow5_mul[i], j);
-    vp = mul_shift(mp, pow5_mul[i], j);
-    vm = mul_shift(mm, pow5_mul[i], j);
-    vr_exact = pow2_divides(mv, q);
-    vm_exact = pow2_divides(mm, q);
-    vp_exact = pow2_divides(mp, q);
-  }
-  int vr_tz = vr_exact;           /* digits removed from vr so far are 0 */
-  int vm_tz = accept && vm_exact; /* the lower bound is in and exact */
-  if (!accept && vp_exact) vp--;  /* the upper bound is out */
+/* The upper half of a * b. */
+HOT uint64_t mul_high(uint64_t a, uint64_t b) { return (uint64_t)(((u128)a * b) >> 64); }
 
+/* The last step of ryu(): vr, vp and vm are the value and the bounds of
+ * its rounding interval scaled by 10^-e10 (floors; vp already lowered when
+ * the upper bound is exact and excluded); vr_tz says vr is exact, vm_tz
+ * that the lower bound is exact and included. Removes digits while the
+ * interval still holds two candidates, rounds the last one to nearest,
+ * ties to even, and returns it; adds the count removed to *exp10. */
+HOT uint64_t shorten(uint64_t vr, uint64_t vp, uint64_t vm, int vr_tz,
+                     int vm_tz, int *exp10) {
   int removed = 0, last = 0;
   if (!vm_tz && !vr_tz) { /* the common case: no exact bound, no tie */
     while (vp / 100 > vm / 100) { /* two digits at a time */
@@ -224,9 +244,8 @@ static void ryu(uint64_t m2, int e2, int lower_gap_half, uint64_t *digits,
       vm /= 10;
       removed++;
     }
-    *digits = vr + (vr == vm || last >= 5);
-    *exp10 = e10 + removed;
-    return;
+    *exp10 += removed;
+    return vr + (vr == vm || last >= 5);
   }
   while (vp / 10 > vm / 10) {
     vm_tz &= vm % 10 == 0;
@@ -247,8 +266,50 @@ static void ryu(uint64_t m2, int e2, int lower_gap_half, uint64_t *digits,
       removed++;
     }
   if (vr_tz && last == 5 && vr % 2 == 0) last = 4; /* exact tie: to even */
-  *digits = vr + ((vr == vm && !vm_tz) || last >= 5);
-  *exp10 = e10 + removed;
+  *exp10 += removed;
+  return vr + ((vr == vm && !vm_tz) || last >= 5);
+}
+
+/* The shortest decimal in the rounding interval of m2 * 2^e2 (m2 the full
+ * significand, e2 its binary exponent; lower_gap_half: the gap below is
+ * half the gap above, at a binade boundary), and of those the nearest to
+ * the value, ties to even. Returns the digits and writes the exponent of
+ * the last digit. */
+static uint64_t ryu(uint64_t m2, int e2, int lower_gap_half, int *exp10) {
+  int accept = (m2 & 1) == 0; /* a tie rounds to the even significand */
+  int mm_shift = !lower_gap_half;
+  /* In quarter units: value 4 m2, interval (4 m2 - 1 - mm_shift, 4 m2 + 2). */
+  uint64_t mv = 4 * m2, mp = mv + 2, mm = mv - 1 - (uint64_t)mm_shift;
+  e2 -= 2;
+  uint64_t vr, vp, vm;
+  int vr_exact, vm_exact, vp_exact;
+  if (e2 >= 0) {
+    /* divide by 10^q: multiply by 2^e2 and by the inverse of 5^q */
+    int q = log10_pow2(e2) - (e2 > 3);
+    int j = -e2 + q + MUL_BITS + pow5_len[q] - 1;
+    *exp10 = q;
+    vr = mul_shift(mv, pow5_inv[q], j);
+    vp = mul_shift(mp, pow5_inv[q], j);
+    vm = mul_shift(mm, pow5_inv[q], j);
+    /* x * 2^e2 / 10^q is an integer iff 5^q divides x (e2 >= q) */
+    vr_exact = pow5_divides(mv, q);
+    vm_exact = pow5_divides(mm, q);
+    vp_exact = pow5_divides(mp, q);
+  } else {
+    /* x * 2^e2 / 10^(e2 + q) = x * 5^i / 2^q with i = -e2 - q */
+    int q = log10_pow5(-e2) - (-e2 > 1);
+    int i = -e2 - q;
+    int j = q - (pow5_len[i] - MUL_BITS);
+    *exp10 = q + e2;
+    vr = mul_shift(mv, pow5_mul[i], j);
+    vp = mul_shift(mp, pow5_mul[i], j);
+    vm = mul_shift(mm, pow5_mul[i], j);
+    vr_exact = pow2_divides(mv, q);
+    vm_exact = pow2_divides(mm, q);
+    vp_exact = pow2_divides(mp, q);
+  }
+  if (!accept && vp_exact) vp--; /* the upper bound is out */
+  return shorten(vr, vp, vm, vr_exact, accept && vm_exact, exp10);
 }
 
 /* The decimal of ryu()'s digits. */
@@ -347,6 +408,105 @@ static int layout(const decimal_t *dec, char *buf) {
   return (int)(p - buf);
 }
 
+/* layout() for float32, without a decimal_t: the digits are made left
+ * aligned, 9 of them (d9 in [10^8, 10^9), trailing zeros added), and kept
+ * in registers: the first, c, and the 8 after it in a 64-bit word w as
+ * ASCII (the first in the lowest byte), stored 8 bytes at a time and
+ * overwritten in place. Every store stays within FMT_NUMBER_MAX bytes of
+ * buf; what lies past the NUL is garbage. */
+
+/* 10^k for k <= 11 */
+static const uint64_t pow10_64[12] = {1ull, 10ull, 100ull, 1000ull, 10000ull, 100000ull,
+                                      1000000ull, 10000000ull, 100000000ull,
+                                      1000000000ull, 10000000000ull, 100000000000ull};
+
+/* The number of decimal digits of 0 < v < 10^11: t or t + 1, t from its
+ * bit length. */
+HOT int decimal_length(uint64_t v) {
+  int t = (64 - __builtin_clzll(v)) * 1233 >> 12;
+  return t + (v >= pow10_64[t]);
+}
+
+/* The 8 digits after the first of v in [10^8, 10^9) as byte values, in
+ * order from the lowest byte: v - c * 10^8 splits into 4 + 4 digits, each
+ * half into 2 + 2, each pair into 1 + 1, all lanes at once (x / 100 =
+ * x * 10486 >> 20 for x < 10^4, x / 10 = x * 103 >> 10 for x < 100). Each
+ * step puts the quotient q of a lane x in its lower half and the
+ * remainder in its upper half: (x << h) - q * (d << h) + q. */
+HOT uint64_t digits8(uint32_t v, uint32_t c) {
+  uint32_t q = v / 10000;
+  uint64_t x = ((uint64_t)v << 32) - q * ((10000ull << 32) - 1) - c * 10000;
+  uint64_t q2 = (x * 10486 >> 20) & 0x0000007F0000007Full;
+  x = (x << 16) - q2 * ((100ull << 16) - 1);
+  uint64_t q1 = (x * 103 >> 10) & 0x000F000F000F000Full;
+  return (x << 8) - q1 * ((10ull << 8) - 1);
+}
+
+/* Stores v's 8 bytes at p, the lowest first. */
+HOT void store8(char *p, uint64_t v) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+  v = __builtin_bswap64(v);
+#endif
+  memcpy(p, &v, sizeof v);
+}
+
+#define ASCII_ZEROS 0x3030303030303030ull /* '0' in all 8 bytes */
+
+/* "e+dd" / "e-dd" / "e+ddd" at p; returns the length. */
+HOT int exponent_text(int e, char *p) {
+  p[0] = 'e';
+  p[1] = e < 0 ? '-' : '+';
+  e = e < 0 ? -e : e;
+  int hundreds = e >= 100;
+  p[2] = (char)('0' + e / 100);
+  p[2 + hundreds] = (char)('0' + e / 10 % 10);
+  p[3 + hundreds] = (char)('0' + e % 10);
+  return 4 + hundreds;
+}
+
+/* The text of (neg ? -1 : 1) * d9 * 10^(exp - 8), d9 in [10^8, 10^9), in
+ * layout()'s format. */
+HOT int layout_float(int neg, uint32_t d9, int exp, char *buf) {
+  uint32_t c = d9 / 100000000u;
+  uint64_t w = digits8(d9, c);
+  /* the digits up to the last non-zero one: 1, or 2 + the index in w of
+   * its last non-zero byte (bits 4..7 of every byte are 0) */
+  int n = (67 - __builtin_clzll(w << 4 | 1)) / 8 + 1;
+  c += '0';
+  w |= ASCII_ZEROS;
+
+  char *p = buf;
+  *p = '-';
+  p += neg;
+  int k = exp + 1; /* digits before the point */
+  if (k >= -3 && k < n) {
+    /* "0." -k zeros c w (small), or c w with '.' over w's digit k - 1
+     * and w stored again one place on, from that digit */
+    int small = k <= 0;
+    int at = small ? 2 - k : 0; /* where c goes */
+    int dot = small ? 1 : k;    /* where '.' goes */
+    memcpy(p, "0.000000", 8);
+    p[at] = (char)c;
+    store8(p + at + 1, w);
+    p[dot] = '.';
+    store8(p + at + dot + 1 - small, w >> (small ? 0 : 8 * (k - 1))); /* small: at + 1 */
+    p += at + n + 1 - small;
+  } else if (k >= n && k <= 16) { /* an integer: the digits, then zeros */
+    *p = (char)c;
+    store8(p + 1, w);
+    store8(p + 9, ASCII_ZEROS);
+    p += k;
+  } else { /* c '.' w e+XX */
+    p[0] = (char)c;
+    p[1] = '.';
+    store8(p + 2, w);
+    p += n > 1 ? n + 1 : 1;
+    p += exponent_text(exp, p);
+  }
+  *p = '\0';
+  return (int)(p - buf);
+}
+
 /* ---- parsing: the scan ---------------------------------------------------- */
 
 #define W_DIGITS 19          /* significant digits that always fit a uint64_t */
@@ -362,10 +522,6 @@ typedef struct {
   int truncated; /* a non-zero digit after the first W_DIGITS was dropped:
                   * the value lies strictly between w and w + 1 (x 10^q) */
 } scan_t;
-
-/* The scan and the conversion run once per number: their helpers are
- * inlined so that w and the counters stay in registers. */
-#define HOT static inline __attribute__((always_inline))
 
 static int is_digit(char c) { return (unsigned char)(c - '0') < 10; }
 
@@ -744,21 +900,67 @@ static int special(double v, char *buf) {
   return (int)n;
 }
 
+/* fmt_float() for the floats its shortcut leaves: those at a binade
+ * boundary and the subnormals, by the generic ryu(). */
+__attribute__((noinline)) static int fmt_float_general(uint32_t bits, char *buf) {
+  uint32_t field = bits >> 23 & 0xFFu, m = bits & 0x7FFFFFu;
+  tables_need();
+  int exp10;
+  uint64_t digits;
+  if (field == 0)
+    digits = ryu(m, 1 - 127 - 23, 0, &exp10);
+  else
+    digits = ryu(m | 1u << 23, (int)field - 127 - 23, m == 0 && field > 1, &exp10);
+  int t = decimal_length(digits);
+  assert(t <= 9); /* every float has a decimal of 9 digits */
+  return layout_float((int)(bits >> 31), (uint32_t)(digits * pow10_64[9 - t]),
+                      exp10 + t - 1, buf);
+}
+
+/* x * 2^q * 10^-k * 4 (x = 4c, 4c - 2, 4c + 2), truncated to an integer
+ * and made odd when inexact (round to odd): compared with multiples of 2
+ * it says exactly whether x * 2^q * 10^-k lies below, on or above them.
+ * The truncation happens at bit 31 of the upper half of g * (x << h). */
+HOT uint64_t scaled_to_odd(uint64_t g, uint64_t x) {
+  uint64_t upper = mul_high(g, x);
+  return upper >> 31 | ((upper & 0xFFFFFFFFu) + 0xFFFFFFFFu) >> 32;
+}
+
+/* The shortcut, for normal floats c * 2^q off binade boundaries (their
+ * rounding interval is symmetric, [c - 1/2, c + 1/2] * 2^q, bounds
+ * included when c is even): the Schubfach way (Giulietti, "The Schubfach
+ * way to render doubles", 2020), with k chosen so that the interval is 1
+ * to 10 units of 10^k wide. Then it holds at most one multiple of 10
+ * units, the only candidate with fewer digits than s = floor(v / 10^k)
+ * (it holds any shorter decimal in the interval): if it holds one, that is
+ * the result (its trailing zeros are dropped later); otherwise s or s + 1,
+ * whichever the interval holds, or if both, the nearer to v, ties to even.
+ * That is the shortest decimal in the interval and of those the nearest,
+ * ties to even: what ryu() finds. */
 int fmt_float(float f, char *buf) {
   uint32_t bits;
   memcpy(&bits, &f, sizeof bits);
-  uint32_t e = bits >> 23 & 0xFFu, m = bits & 0x7FFFFFu;
-  if (e == 0xFF || (e == 0 && m == 0)) return special(f, buf);
-  pthread_once(&tables_once, tables_init);
+  if ((bits & 0x7FFFFFFFu) - 1 >= 0x7F7FFFFFu) /* zero, infinite or NaN */
+    return special(f, buf);
+  uint32_t field = bits >> 23 & 0xFFu, m = bits & 0x7FFFFFu;
+  if (m == 0 || field == 0) return fmt_float_general(bits, buf);
+  tables_need();
+  const float_scale_t *sc = &float_scale[field];
+  uint64_t c = m | 1u << 23, odd = c & 1; /* odd: the bounds are excluded */
+  uint64_t vb = scaled_to_odd(sc->g, c << 2 << sc->h);
+  uint64_t vbl = scaled_to_odd(sc->g, ((c << 2) - 2) << sc->h);
+  uint64_t vbr = scaled_to_odd(sc->g, ((c << 2) + 2) << sc->h);
+  uint64_t s = vb >> 2, s10 = s / 10 * 10; /* s < 10 c < 2^28 */
   uint64_t digits;
-  int exp10;
-  if (e == 0) /* subnormal */
-    ryu(m, 1 - 127 - 23, 0, &digits, &exp10);
-  else
-    ryu(m | 1u << 23, (int)e - 127 - 23, m == 0 && e > 1, &digits, &exp10);
-  decimal_t dec;
-  to_decimal(bits >> 31, digits, exp10, &dec);
-  return layout(&dec, buf);
+  if (vbl + odd <= s10 << 2)
+    digits = s10;
+  else if (((s10 + 10) << 2) + odd <= vbr)
+    digits = s10 + 10;
+  else /* the nearest: up from s at 3/4, or at 1/2 when s is odd */
+    digits = (vb + 1 + (s & 1)) >> 2;
+  int t = decimal_length(digits);
+  return layout_float((int)(bits >> 31), (uint32_t)(digits * pow10_64[9 - t]),
+                      sc->k + t - 1, buf);
 }
 
 int fmt_double(double d, char *buf) {
@@ -767,13 +969,13 @@ int fmt_double(double d, char *buf) {
   uint32_t e = (uint32_t)(bits >> 52 & 0x7FFu);
   uint64_t m = bits & 0xFFFFFFFFFFFFFull;
   if (e == 0x7FF || (e == 0 && m == 0)) return special(d, buf);
-  pthread_once(&tables_once, tables_init);
+  tables_need();
   uint64_t digits;
   int exp10;
   if (e == 0)
-    ryu(m, 1 - 1023 - 52, 0, &digits, &exp10);
+    digits = ryu(m, 1 - 1023 - 52, 0, &exp10);
   else
-    ryu(m | 1ull << 52, (int)e - 1023 - 52, m == 0 && e > 1, &digits, &exp10);
+    digits = ryu(m | 1ull << 52, (int)e - 1023 - 52, m == 0 && e > 1, &exp10);
   decimal_t dec;
   to_decimal((int)(bits >> 63), digits, exp10, &dec);
   return layout(&dec, buf);

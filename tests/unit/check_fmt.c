@@ -447,6 +447,29 @@ START_TEST(test_layout) {
   ck_assert_str_eq(buf, "1e-05");
   fmt_float(2.5e20f, buf);
   ck_assert_str_eq(buf, "2.5e+20");
+  /* fmt_float assembles its text in registers: every place of the point,
+   * zeros before and after the digits, both of its paths (3.0f and 1.0f
+   * sit on binade boundaries, 1.1e-38f is subnormal) */
+  static const struct {
+    float f;
+    const char *want;
+  } floats[] = {
+      {0.00022f, "0.00022"},       {0.0123f, "0.0123"},
+      {0.1f, "0.1"},               {0.30000001f, "0.3"},
+      {-0.5f, "-0.5"},             {1.0f, "1"},
+      {3.0f, "3"},                 {12.375f, "12.375"},
+      {-123.456f, "-123.456"},     {-123456.79f, "-123456.79"},
+      {1234567.9f, "1234567.9"},   {8388607.5f, "8388607.5"},
+      {16777215.0f, "16777215"},   {33554432.0f, "33554432"},
+      {1.2345678e15f, "1234567800000000"}, {9.999999e15f, "9999999000000000"},
+      {1e16f, "1e+16"},            {-1.2345678e-5f, "-1.2345678e-05"},
+      {1.1e-38f, "1.1e-38"},       {7.0e-45f, "7e-45"},
+  };
+  for (size_t i = 0; i < sizeof floats / sizeof floats[0]; i++) {
+    int n = fmt_float(floats[i].f, buf);
+    ck_assert_str_eq(buf, floats[i].want);
+    ck_assert_int_eq(n, (int)strlen(floats[i].want));
+  }
 }
 END_TEST
 
@@ -466,8 +489,18 @@ START_TEST(test_longest) {
     ck_assert_int_eq(buf[n], '\0');
     ck_assert_int_eq(buf[FMT_NUMBER_MAX], 'x');
   }
-  int n = fmt_float(-1.23456735E-36f, buf);
-  ck_assert_int_lt(n, FMT_NUMBER_MAX);
+  /* fmt_float stores 8 bytes at a time past its text, but within
+   * FMT_NUMBER_MAX: the longest text of each layout */
+  const float longest_floats[] = {-1.23456735E-36f, -1.2345678e-5f, -0.00012345678f,
+                                  -123456.79f,      -12345678.0f,   -1.2345678e15f,
+                                  -1.1754942e-38f};
+  for (size_t i = 0; i < sizeof longest_floats / sizeof longest_floats[0]; i++) {
+    memset(buf, 'x', sizeof buf);
+    int n = fmt_float(longest_floats[i], buf);
+    ck_assert_int_lt(n, FMT_NUMBER_MAX);
+    ck_assert_int_eq(buf[n], '\0');
+    ck_assert_int_eq(buf[FMT_NUMBER_MAX], 'x');
+  }
   ck_assert_int_eq(fmt_double(-INFINITY, buf), 9);
 }
 END_TEST
