@@ -6,10 +6,11 @@
  * rounding interval of the value is scaled by one power of ten with 125-bit
  * fixed-point multipliers (exact floors), digits are removed while the
  * interval still holds two candidates, and the last one is rounded to
- * nearest, ties to even. No snprintf, no locale. Float32 text is on the
- * hot path of JSON responses: normal floats off binade boundaries take a
- * shortcut with the same result (Schubfach, 64-bit multipliers, no loop),
- * and their text is assembled in 64-bit registers.
+ * nearest, ties to even. No snprintf, no locale. That is for the values
+ * on binade boundaries and the subnormals; the others, nearly all, take a
+ * shortcut with the same result (Giulietti's Schubfach: 64-bit multipliers
+ * for float, 128-bit for double, no loop), as number text is on the hot
+ * path of JSON responses. The text is assembled in 64-bit registers.
  *
  * Parsing: a JSON number's text to the nearest float64 / float32. The scan
  * keeps the first 19 significant digits w and the exponent q (value
@@ -22,8 +23,8 @@
  * The tables of both directions (powers of five and their reciprocals) are
  * computed once, exactly, with a small bignum (pthread_once).
  * bench/fmt_sweep.c and bench/parse_sweep.c check all 2^32 float32 bit
- * patterns (the float shortcut was also checked against the plain Ryu
- * path: the same text for all of them). */
+ * patterns (the shortcuts were also checked against the plain Ryu path:
+ * the same text for all 2^32 floats and for 10^8 random doubles). */
 #include "fmt.h"
 
 #include <assert.h>
@@ -35,17 +36,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define FLOAT_MAX_DIGITS 9   /* every float round-trips with 9 digits */
-#define DOUBLE_MAX_DIGITS 17 /* every double with 17 */
-
-/* A finite non-zero decimal: neg ? -1 : 1 times d[0].d[1]...d[n-1] x 10^exp,
- * with d[0] != 0 and each d[i] an ASCII digit. */
-typedef struct {
-  int neg;
-  int n;
-  int exp;
-  char d[DOUBLE_MAX_DIGITS + 4];
-} decimal_t;
 
 /* ---- the multiplier tables ------------------------------------------------ */
 
@@ -71,6 +61,18 @@ typedef struct {
 } float_scale_t;
 #define FLOAT_POW5_COUNT 46 /* |k| <= 45 */
 static float_scale_t float_scale[255];
+
+/* The same for double, c * 2^q with c of 53 bits: g = floor(10^-k *
+ * 2^(127 - b)) + 1 in [2^127, 2^128), one per k, and per exponent field k
+ * and the shift h = q + b + 1 that makes the upper 64 bits of the 192-bit
+ * g * (x << h) about x * 2^q * 10^-k. */
+#define DOUBLE_K_MIN (-324) /* k for the smallest normal exponent, q = -1074 */
+#define DOUBLE_K_MAX 292    /* and for the largest, q = 971 */
+static u128 double_g[DOUBLE_K_MAX - DOUBLE_K_MIN + 1];
+static struct {
+  int16_t k;
+  uint8_t h;
+} double_scale[2047];
 
 static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
 static int tables_ready; /* set (release) once tables_init has run */
@@ -163,7 +165,23 @@ static void tables_init(void) {
       window[i] = (uint64_t)big_window(&p, bits - 64);          /* 5^i * 2^(64 - bits) */
       inverse[i] = (uint64_t)big_reciprocal(&p, bits, 64); /* 2^(bits + 63) / 5^i */
     }
+    /* 10^-k for k = -i: 5^i * 2^(128 - bits) (times 2^-b * 2^(127 - b));
+     * for k = i: 2^(bits + 127) / 5^i */
+    if (i <= -DOUBLE_K_MIN) double_g[-i - DOUBLE_K_MIN] = big_window(&p, bits - 128) + 1;
+    if (i > 0 && i <= DOUBLE_K_MAX) {
+      double_g[i - DOUBLE_K_MIN] = big_reciprocal(&p, bits, 128) + 1;
+      assert(double_g[i - DOUBLE_K_MIN] >> 127 == 1);
+    }
     big_mul_small(&p, 5);
+  }
+  for (int field = 1; field < 2047; field++) {
+    int q = field - 1023 - 52;
+    int k = q >= 0 ? log10_pow2(q) : -log10_pow2(-q) - 1;
+    int b = k <= 0 ? pow5_len[-k] - 1 - k : -pow5_len[k] - k;
+    int h = q + b + 1;
+    assert(k >= DOUBLE_K_MIN && k <= DOUBLE_K_MAX && h >= 0 && h + 55 <= 64);
+    double_scale[field].k = (int16_t)k;
+    double_scale[field].h = (uint8_t)h;
   }
   for (int field = 1; field < 255; field++) {
     int q = field - 127 - 23;
@@ -312,123 +330,35 @@ static uint64_t ryu(uint64_t m2, int e2, int lower_gap_half, int *exp10) {
   return shorten(vr, vp, vm, vr_exact, accept && vm_exact, exp10);
 }
 
-/* The decimal of ryu()'s digits. */
-static void to_decimal(int neg, uint64_t digits, int exp10, decimal_t *dec) {
-  static const char pairs[201] =
-      "00010203040506070809101112131415161718192021222324252627282930313233343536"
-      "37383940414243444546474849505152535455565758596061626364656667686970717273"
-      "7475767778798081828384858687888990919293949596979899";
-  static const uint64_t pow10[19] = {
-      1ull, 10ull, 100ull, 1000ull, 10000ull, 100000ull, 1000000ull,
-      10000000ull, 100000000ull, 1000000000ull, 10000000000ull,
-      100000000000ull, 1000000000000ull, 10000000000000ull,
-      100000000000000ull, 1000000000000000ull, 10000000000000000ull,
-      100000000000000000ull, 1000000000000000000ull};
-  /* digits has t or t + 1 decimal digits, t from its bit length */
-  int t = (int)(((64 - __builtin_clzll(digits | 1)) * 1233) >> 12);
-  int n = t + (digits >= pow10[t]); /* digits < 10^17: t <= 17 */
-  /* Two digits at a time from the end; the digits are split in halves of
-   * at most 8 first so that the two halves' divisions run side by side. */
-  char *p = dec->d + n;
-  uint32_t parts[3];
-  int nparts = 0;
-  while (digits >= 100000000u) {
-    parts[nparts++] = (uint32_t)(digits % 100000000u);
-    digits /= 100000000u;
-  }
-  for (int k = 0; k < nparts; k++) { /* full 8-digit groups, last first */
-    uint32_t v = parts[k];
-    for (int i = 0; i < 4; i++) {
-      unsigned r = v % 100;
-      v /= 100;
-      *--p = pairs[2 * r + 1];
-      *--p = pairs[2 * r];
-    }
-  }
-  uint32_t v = (uint32_t)digits; /* the leading 1 to 8 digits */
-  while (v >= 100) {
-    unsigned r = v % 100;
-    v /= 100;
-    *--p = pairs[2 * r + 1];
-    *--p = pairs[2 * r];
-  }
-  if (v >= 10) {
-    *--p = pairs[2 * v + 1];
-    *--p = pairs[2 * v];
-  } else {
-    *--p = (char)('0' + v);
-  }
-  dec->neg = neg;
-  dec->n = n;
-  dec->exp = exp10 + n - 1;
-}
-
 /* ---- layout -------------------------------------------------------------- */
 
-/* Writes dec as JSON number text, Python repr style: positional notation
- * when -4 <= exp < 16 ("3", "0.0001", "1234.5"), otherwise scientific with
- * a signed exponent of at least two digits ("1e-05", "3.4028235e+38").
- * Trailing zero digits are dropped. Returns the length. */
-static int layout(const decimal_t *dec, char *buf) {
-  int n = dec->n;
-  while (n > 1 && dec->d[n - 1] == '0') n--;
-  char *p = buf;
-  if (dec->neg) *p++ = '-';
-  if (dec->exp >= -4 && dec->exp < 16) {
-    if (dec->exp < 0) {
-      *p++ = '0';
-      *p++ = '.';
-      for (int i = -1; i > dec->exp; i--) *p++ = '0';
-      memcpy(p, dec->d, (size_t)n);
-      p += n;
-    } else {
-      for (int i = 0; i <= dec->exp; i++) *p++ = i < n ? dec->d[i] : '0';
-      if (n > dec->exp + 1) {
-        *p++ = '.';
-        memcpy(p, dec->d + dec->exp + 1, (size_t)(n - dec->exp - 1));
-        p += n - dec->exp - 1;
-      }
-    }
-  } else {
-    *p++ = dec->d[0];
-    if (n > 1) {
-      *p++ = '.';
-      memcpy(p, dec->d + 1, (size_t)(n - 1));
-      p += n - 1;
-    }
-    int e = dec->exp < 0 ? -dec->exp : dec->exp;
-    *p++ = 'e';
-    *p++ = dec->exp < 0 ? '-' : '+';
-    if (e >= 100) *p++ = (char)('0' + e / 100);
-    *p++ = (char)('0' + e / 10 % 10);
-    *p++ = (char)('0' + e % 10);
-  }
-  *p = '\0';
-  assert(p - buf < FMT_NUMBER_MAX);
-  return (int)(p - buf);
-}
+/* The text of a decimal, JSON number syntax in Python repr style:
+ * positional notation when its exponent exp (of the first digit) is in
+ * [-4, 16) ("3", "0.0001", "1234.5"), otherwise scientific with a signed
+ * exponent of at least two digits ("1e-05", "3.4028235e+38"); trailing
+ * zero digits dropped. The digits come left aligned with zeros added, 9
+ * for a float (d9 in [10^8, 10^9)) and 17 for a double, and are kept in
+ * registers: the first, c, and the ones after it in 64-bit words as ASCII
+ * (the first in the lowest byte), stored 8 bytes at a time and overwritten
+ * in place. Every store stays within FMT_NUMBER_MAX bytes of buf; what
+ * lies past the NUL is garbage. */
 
-/* layout() for float32, without a decimal_t: the digits are made left
- * aligned, 9 of them (d9 in [10^8, 10^9), trailing zeros added), and kept
- * in registers: the first, c, and the 8 after it in a 64-bit word w as
- * ASCII (the first in the lowest byte), stored 8 bytes at a time and
- * overwritten in place. Every store stays within FMT_NUMBER_MAX bytes of
- * buf; what lies past the NUL is garbage. */
+/* 10^k for k <= 17 */
+static const uint64_t pow10_64[18] = {
+    1ull,           10ull,           100ull,           1000ull,           10000ull,
+    100000ull,      1000000ull,      10000000ull,      100000000ull,      1000000000ull,
+    10000000000ull, 100000000000ull, 1000000000000ull, 10000000000000ull, 100000000000000ull,
+    1000000000000000ull, 10000000000000000ull, 100000000000000000ull};
 
-/* 10^k for k <= 11 */
-static const uint64_t pow10_64[12] = {1ull, 10ull, 100ull, 1000ull, 10000ull, 100000ull,
-                                      1000000ull, 10000000ull, 100000000ull,
-                                      1000000000ull, 10000000000ull, 100000000000ull};
-
-/* The number of decimal digits of 0 < v < 10^11: t or t + 1, t from its
+/* The number of decimal digits of 0 < v < 10^17: t or t + 1, t from its
  * bit length. */
 HOT int decimal_length(uint64_t v) {
   int t = (64 - __builtin_clzll(v)) * 1233 >> 12;
   return t + (v >= pow10_64[t]);
 }
 
-/* The 8 digits after the first of v in [10^8, 10^9) as byte values, in
- * order from the lowest byte: v - c * 10^8 splits into 4 + 4 digits, each
+/* The 8 digits of v - c * 10^8 < 10^8 (c: v's digit before them, or 0)
+ * as byte values, in order from the lowest byte: they split into 4 + 4, each
  * half into 2 + 2, each pair into 1 + 1, all lanes at once (x / 100 =
  * x * 10486 >> 20 for x < 10^4, x / 10 = x * 103 >> 10 for x < 100). Each
  * step puts the quotient q of a lane x in its lower half and the
@@ -464,8 +394,8 @@ HOT int exponent_text(int e, char *p) {
   return 4 + hundreds;
 }
 
-/* The text of (neg ? -1 : 1) * d9 * 10^(exp - 8), d9 in [10^8, 10^9), in
- * layout()'s format. */
+/* The text of (neg ? -1 : 1) * d9 * 10^(exp - 8), d9 in [10^8, 10^9);
+ * returns its length. */
 HOT int layout_float(int neg, uint32_t d9, int exp, char *buf) {
   uint32_t c = d9 / 100000000u;
   uint64_t w = digits8(d9, c);
@@ -500,6 +430,55 @@ HOT int layout_float(int neg, uint32_t d9, int exp, char *buf) {
     p[0] = (char)c;
     p[1] = '.';
     store8(p + 2, w);
+    p += n > 1 ? n + 1 : 1;
+    p += exponent_text(exp, p);
+  }
+  *p = '\0';
+  return (int)(p - buf);
+}
+
+/* The text of (neg ? -1 : 1) * d17 * 10^(exp - 16), d17 in [10^16,
+ * 10^17); returns its length. */
+HOT int layout_double(int neg, uint64_t d17, int exp, char *buf) {
+  uint64_t c = d17 / 10000000000000000ull, rest = d17 - c * 10000000000000000ull;
+  uint32_t hi = (uint32_t)(rest / 100000000u);
+  uint64_t w1 = digits8(hi, 0), w2 = digits8((uint32_t)(rest - hi * 100000000ull), 0);
+  /* the digits up to the last non-zero one (as in layout_float) */
+  int n = w2 ? 9 + (67 - __builtin_clzll(w2 << 4 | 1)) / 8
+             : (67 - __builtin_clzll(w1 << 4 | 1)) / 8 + 1;
+  c += '0';
+  w1 |= ASCII_ZEROS;
+  w2 |= ASCII_ZEROS;
+
+  char *p = buf;
+  *p = '-';
+  p += neg;
+  int k = exp + 1; /* digits before the point */
+  if (k >= -3 && k <= 0) { /* "0.", -k zeros, the digits */
+    memcpy(p, "0.000000", 8);
+    p[2 - k] = (char)c;
+    store8(p + 3 - k, w1);
+    store8(p + 11 - k, w2);
+    p += 2 - k + n;
+  } else if (k > 0 && k < n) { /* the digits with '.' after k of them */
+    *p = (char)c;
+    store8(p + 1, w1);
+    store8(p + 9, w2);
+    p[k] = '.';
+    u128 after = ((u128)w2 << 64 | w1) >> (8 * (k - 1)); /* digits k.. */
+    store8(p + k + 1, (uint64_t)after);
+    if (k <= 8) store8(p + k + 9, (uint64_t)(after >> 64));
+    p += n + 1;
+  } else if (k >= n && k <= 16) { /* an integer: the digits, then zeros */
+    *p = (char)c;
+    store8(p + 1, w1);
+    store8(p + 9, w2);
+    p += k;
+  } else { /* c '.' w1 w2 e+XX */
+    p[0] = (char)c;
+    p[1] = '.';
+    store8(p + 2, w1);
+    store8(p + 10, w2);
     p += n > 1 ? n + 1 : 1;
     p += exponent_text(exp, p);
   }
@@ -933,10 +912,10 @@ HOT uint64_t scaled_to_odd(uint64_t g, uint64_t x) {
  * to 10 units of 10^k wide. Then it holds at most one multiple of 10
  * units, the only candidate with fewer digits than s = floor(v / 10^k)
  * (it holds any shorter decimal in the interval): if it holds one, that is
- * the result (its trailing zeros are dropped later); otherwise s or s + 1,
- * whichever the interval holds, or if both, the nearer to v, ties to even.
- * That is the shortest decimal in the interval and of those the nearest,
- * ties to even: what ryu() finds. */
+ * the result (its trailing zeros are dropped later); otherwise the integer
+ * nearest to v / 10^k, ties to even, which the interval (centred on v, at
+ * least 1 unit wide) holds. That is the shortest decimal in the interval
+ * and of those the nearest, ties to even: what ryu() finds. */
 int fmt_float(float f, char *buf) {
   uint32_t bits;
   memcpy(&bits, &f, sizeof bits);
@@ -963,22 +942,60 @@ int fmt_float(float f, char *buf) {
                       sc->k + t - 1, buf);
 }
 
+/* fmt_double() for the doubles its shortcut leaves: those at a binade
+ * boundary and the subnormals, by ryu(). */
+__attribute__((noinline)) static int fmt_double_general(uint64_t bits, char *buf) {
+  uint32_t field = (uint32_t)(bits >> 52 & 0x7FFu);
+  uint64_t m = bits & 0xFFFFFFFFFFFFFull;
+  tables_need();
+  int exp10;
+  uint64_t digits;
+  if (field == 0)
+    digits = ryu(m, 1 - 1023 - 52, 0, &exp10);
+  else
+    digits = ryu(m | 1ull << 52, (int)field - 1023 - 52, m == 0 && field > 1, &exp10);
+  int t = decimal_length(digits);
+  assert(t <= 17); /* every double has a decimal of 17 digits */
+  return layout_double((int)(bits >> 63), digits * pow10_64[17 - t], exp10 + t - 1, buf);
+}
+
+/* scaled_to_odd() with a 128-bit g: the upper 64 bits of the 192-bit
+ * g * x, made odd when the 64 below them are not all 0 (the lowest 64 are
+ * not computed). */
+HOT uint64_t scaled_to_odd128(u128 g, uint64_t x) {
+  u128 low = (u128)(uint64_t)g * x, high = (u128)(uint64_t)(g >> 64) * x;
+  u128 mid = (u128)(uint64_t)high + (uint64_t)(low >> 64);
+  uint64_t upper = (uint64_t)(high >> 64) + (uint64_t)(mid >> 64);
+  return upper | ((uint64_t)mid != 0);
+}
+
+/* fmt_float()'s shortcut for doubles c * 2^q (c of 53 bits), with g of
+ * 128 bits: the same steps, the same result as ryu(). */
 int fmt_double(double d, char *buf) {
   uint64_t bits;
   memcpy(&bits, &d, sizeof bits);
-  uint32_t e = (uint32_t)(bits >> 52 & 0x7FFu);
+  if ((bits & 0x7FFFFFFFFFFFFFFFull) - 1 >= 0x7FEFFFFFFFFFFFFFull) /* 0, inf, NaN */
+    return special(d, buf);
+  uint32_t field = (uint32_t)(bits >> 52 & 0x7FFu);
   uint64_t m = bits & 0xFFFFFFFFFFFFFull;
-  if (e == 0x7FF || (e == 0 && m == 0)) return special(d, buf);
+  if (m == 0 || field == 0) return fmt_double_general(bits, buf);
   tables_need();
+  int k = double_scale[field].k, h = double_scale[field].h;
+  u128 g = double_g[k - DOUBLE_K_MIN];
+  uint64_t c = m | 1ull << 52, odd = c & 1; /* odd: the bounds are excluded */
+  uint64_t vb = scaled_to_odd128(g, c << 2 << h);
+  uint64_t vbl = scaled_to_odd128(g, ((c << 2) - 2) << h);
+  uint64_t vbr = scaled_to_odd128(g, ((c << 2) + 2) << h);
+  uint64_t s = vb >> 2, s10 = s / 10 * 10; /* s < 10 c < 2^57 */
   uint64_t digits;
-  int exp10;
-  if (e == 0)
-    digits = ryu(m, 1 - 1023 - 52, 0, &exp10);
+  if (vbl + odd <= s10 << 2)
+    digits = s10;
+  else if (((s10 + 10) << 2) + odd <= vbr)
+    digits = s10 + 10;
   else
-    digits = ryu(m | 1ull << 52, (int)e - 1023 - 52, m == 0 && e > 1, &exp10);
-  decimal_t dec;
-  to_decimal((int)(bits >> 63), digits, exp10, &dec);
-  return layout(&dec, buf);
+    digits = (vb + 1 + (s & 1)) >> 2;
+  int t = decimal_length(digits);
+  return layout_double((int)(bits >> 63), digits * pow10_64[17 - t], k + t - 1, buf);
 }
 
 int fmt_parse_nonfinite(const char *s, double *out) {

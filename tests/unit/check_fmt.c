@@ -470,6 +470,28 @@ START_TEST(test_layout) {
     ck_assert_str_eq(buf, floats[i].want);
     ck_assert_int_eq(n, (int)strlen(floats[i].want));
   }
+  /* the same for fmt_double's 17 digits in two words: the point in the
+   * first word, in the second, none; 2.0 sits on a binade boundary */
+  static const struct {
+    double d;
+    const char *want;
+  } doubles[] = {
+      {0.000123, "0.000123"},
+      {0.1 + 0.2, "0.30000000000000004"},
+      {4.35, "4.35"},
+      {-2.0, "-2"},
+      {12345678.9, "12345678.9"},
+      {123456789.123, "123456789.123"},
+      {1234567890123.4, "1234567890123.4"},
+      {123456789012345.67, "123456789012345.67"},
+      {9007199254740992.0, "9007199254740992"},
+      {1e22, "1e+22"},
+  };
+  for (size_t i = 0; i < sizeof doubles / sizeof doubles[0]; i++) {
+    int n = fmt_double(doubles[i].d, buf);
+    ck_assert_str_eq(buf, doubles[i].want);
+    ck_assert_int_eq(n, (int)strlen(doubles[i].want));
+  }
 }
 END_TEST
 
