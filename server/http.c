@@ -194,13 +194,6 @@ typedef struct {
   reply_t reply;
 } job_t;
 
-static int hex_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
 static double elapsed_s(const struct timespec *since) {
   struct timespec now;
   clock_gettime(CLOCK_MONOTONIC, &now);
@@ -1032,25 +1025,11 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **state,
   metrics_inflight_add(-1);
 }
 
-/* Percent-decoding of the path and query, as libmicrohttpd's own, except
- * that %00 stays undecoded: a NUL would silently cut the path short
- * ("/healthz%00junk" must not be "/healthz"). Returns the new length. */
+/* MHD's unescape callback: router_unescape (%00 stays undecoded). */
 static size_t unescape(void *cls, struct MHD_Connection *c, char *s) {
   (void)cls;
   (void)c;
-  char *out = s;
-  for (const char *in = s; *in; in++) {
-    int hi, lo;
-    if (in[0] == '%' && (hi = hex_value(in[1])) >= 0 &&
-        (lo = hex_value(in[2])) >= 0 && (hi | lo) != 0) {
-      *out++ = (char)(hi * 16 + lo);
-      in += 2;
-    } else {
-      *out++ = *in;
-    }
-  }
-  *out = '\0';
-  return (size_t)(out - s);
+  return router_unescape(s);
 }
 
 /* ---- lifecycle ---- */

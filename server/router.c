@@ -91,3 +91,26 @@ const char *const *router_labels(void) {
   labels[router_count] = "other";
   return labels;
 }
+
+static int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+size_t router_unescape(char *s) {
+  char *out = s;
+  for (const char *in = s; *in; in++) {
+    int hi, lo;
+    if (in[0] == '%' && (hi = hex_value(in[1])) >= 0 &&
+        (lo = hex_value(in[2])) >= 0 && (hi | lo) != 0) {
+      *out++ = (char)(hi * 16 + lo);
+      in += 2;
+    } else {
+      *out++ = *in;
+    }
+  }
+  *out = '\0';
+  return (size_t)(out - s);
+}

@@ -53,4 +53,10 @@ size_t router_index(const route_t *r);
 /* Metric labels: every path, then "other"; router_count + 1 entries. */
 const char *const *router_labels(void);
 
+/* Percent-decodes a path or query value in place, as libmicrohttpd's own
+ * decoder, except that %00 stays undecoded: a NUL would silently cut the
+ * path short ("/healthz%00junk" must not be "/healthz"). Returns the new
+ * length. */
+size_t router_unescape(char *s);
+
 #endif

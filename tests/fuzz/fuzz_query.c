@@ -1,8 +1,9 @@
 /* fuzz_query.c -- query-string parameters of a .npy request (?eps=...&
  * normalized_shape=2,768): the text -> JSON value translation in
  * codec_npy.c and the field decoder behind it. The query string is split
- * and percent-decoded as the daemon has libmicrohttpd do it (http.c's
- * unescape: %00 stays escaped); the body is one of a few valid .npy files.
+ * and percent-decoded as the daemon has libmicrohttpd do it (with
+ * router_unescape: %00 stays escaped); the body is one of a few valid .npy
+ * files.
  *
  * Input: one selector byte, then the raw query string (no '?').
  *   bits 0-3  op (op_t; values >= OP_COUNT are skipped)
@@ -59,29 +60,6 @@ static void init_bodies(void) {
   make_npy(&bodies[3], "{'descr': '<f2', 'fortran_order': True, 'shape': (3, 2), }", 2, 6, 0);
 }
 
-static int hex_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-/* http.c's unescape, in place. */
-static void unescape(char *s) {
-  char *out = s;
-  for (const char *in = s; *in; in++) {
-    int hi, lo;
-    if (in[0] == '%' && (hi = hex_value(in[1])) >= 0 &&
-        (lo = hex_value(in[2])) >= 0 && (hi | lo) != 0) {
-      *out++ = (char)(hi * 16 + lo);
-      in += 2;
-    } else {
-      *out++ = *in;
-    }
-  }
-  *out = '\0';
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 1) return 0;
   static int ready;
@@ -107,8 +85,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
        item = strtok_r(NULL, "&", &save)) {
     char *eq = strchr(item, '=');
     if (eq) *eq = '\0';
-    unescape(item);
-    if (eq) unescape(eq + 1);
+    router_unescape(item);
+    if (eq) router_unescape(eq + 1);
     params[n].key = item;
     params[n].value = eq ? eq + 1 : NULL;
     n++;

@@ -1,8 +1,8 @@
 /* fuzz_request.c -- the whole request path in-process, without a socket:
  * raw HTTP/1.1 request bytes -> route -> headers and query -> decode ->
  * compute -> encode -> reply. The request line and headers are split as
- * libmicrohttpd would (http.c's unescape for path and query, first header of
- * a name wins, names case-insensitive); everything after the blank line is
+ * libmicrohttpd would (router_unescape for path and query, first header
+ * of a name wins, names case-insensitive); everything after the blank line is
  * the body. Requests that http.c answers itself (404, 405, OPTIONS, GET
  * routes, > 64 query parameters) stop before service_handle; every other
  * one must get a well-formed reply (fuzz_common.h).
@@ -14,29 +14,6 @@
 #include "fuzz_common.h"
 
 enum { MAX_PARAMS = 64, MAX_HEADERS = 64 };
-
-static int hex_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-/* http.c's unescape, in place. */
-static void unescape(char *s) {
-  char *out = s;
-  for (const char *in = s; *in; in++) {
-    int hi, lo;
-    if (in[0] == '%' && (hi = hex_value(in[1])) >= 0 &&
-        (lo = hex_value(in[2])) >= 0 && (hi | lo) != 0) {
-      *out++ = (char)(hi * 16 + lo);
-      in += 2;
-    } else {
-      *out++ = *in;
-    }
-  }
-  *out = '\0';
-}
 
 /* The next line of the head (its end cut off), or NULL past the head. */
 static char *next_line(char **p) {
@@ -105,7 +82,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
   char *query = strchr(target, '?');
   if (query) *query++ = '\0';
-  unescape(target);
+  router_unescape(target);
   route_match_t m;
   router_match(target, &m);
   if (m.route == NULL || m.route->handler != H_COMPUTE ||
@@ -121,8 +98,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (nparams == MAX_PARAMS) goto out; /* 400 too_many_parameters */
     char *eq = strchr(item, '=');
     if (eq) *eq = '\0';
-    unescape(item);
-    if (eq) unescape(eq + 1);
+    router_unescape(item);
+    if (eq) router_unescape(eq + 1);
     params[nparams].key = item;
     params[nparams].value = eq ? eq + 1 : NULL;
     nparams++;
