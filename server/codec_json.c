@@ -207,7 +207,7 @@ static int encode_v1(const request_t *req, const result_t *res, int binary,
   } else {
     put_norm_result(&b, binary ? &tail : NULL, req, res);
   }
-  return encode_finish(&b, binary ? &tail : NULL, out, prob);
+  return encode_finish_json(&b, binary ? &tail : NULL, out, prob);
 }
 
 static int json_encode(const request_t *req, const result_t *res, reply_t *out,

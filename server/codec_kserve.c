@@ -275,7 +275,7 @@ static int kserve_encode(const request_t *req, const result_t *res,
   }
   buf_puts(&b, "]}");
   int binary = tail.n > 0;
-  return encode_finish(&b, binary ? &tail : NULL, out, prob);
+  return encode_finish_json(&b, binary ? &tail : NULL, out, prob);
 }
 
 /* ---- metadata ---- */

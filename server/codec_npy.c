@@ -317,10 +317,7 @@ static int npy_encode(const request_t *req, const result_t *res, reply_t *out,
   tail_t data; /* the array's bytes follow the header by reference */
   tail_init(&data);
   encode_tensor_bytes(&data, t);
-  if (encode_finish(&b, &data, out, prob) != 0) return -1;
-  out->content_type = "application/x-npy";
-  out->header_length = 0; /* no framing header: .npy carries its own */
-  return 0;
+  return encode_finish(&b, &data, "application/x-npy", out, prob);
 }
 
 const codec_t codec_npy = {

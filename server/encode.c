@@ -201,17 +201,18 @@ size_t encode_doubles_bytes(tail_t *tail, const double *v, size_t n,
   return tail_add(tail, bytes, len, bytes);
 }
 
-int encode_finish(buf_t *json, tail_t *tail, reply_t *out, problem_t *prob) {
-  size_t header_len = json->len;
-  if (tail != NULL && tail->failed) json->failed = 1;
+int encode_finish(buf_t *head, tail_t *tail, const char *content_type,
+                  reply_t *out, problem_t *prob) {
+  if (tail != NULL && tail->failed) head->failed = 1;
   size_t len;
-  char *body = buf_steal(json, &len);
+  char *body = buf_steal(head, &len);
   if (body == NULL) {
     if (tail != NULL) tail_free(tail);
     return problem_set(prob, 500, "out_of_memory", NULL, "out of memory");
   }
   reply_free(out);
   out->status = 200;
+  out->content_type = content_type;
   out->body = body;
   out->len = len;
   if (tail != NULL) {
@@ -225,10 +226,14 @@ int encode_finish(buf_t *json, tail_t *tail, reply_t *out, problem_t *prob) {
     }
     out->nparts = tail->n;
     tail_init(tail); /* the reply owns the converted segments now */
-    out->content_type = "application/octet-stream";
-    out->header_length = (int64_t)header_len;
-  } else {
-    out->content_type = "application/json";
   }
+  return 0;
+}
+
+int encode_finish_json(buf_t *json, tail_t *tail, reply_t *out, problem_t *prob) {
+  size_t header_len = json->len;
+  if (tail == NULL) return encode_finish(json, NULL, "application/json", out, prob);
+  if (encode_finish(json, tail, "application/octet-stream", out, prob) != 0) return -1;
+  out->header_length = (int64_t)header_len;
   return 0;
 }

@@ -25,9 +25,9 @@ void encode_tensor_data(buf_t *b, const norm_tensor_t *t);
 /* A JSON string literal with escapes. */
 void encode_string(buf_t *b, const char *s);
 
-/* The binary tail of a framed response: the raw little-endian tensors that
- * follow the JSON header, kept as references to the result's buffers (or
- * owned conversions) until encode_finish copies each once into the body. */
+/* The binary tail of a response: the raw little-endian tensors that follow
+ * its header (framed JSON, or .npy), kept as references to the result's
+ * buffers (or owned conversions); encode_finish hands them to the reply. */
 enum { TAIL_MAX_SEGMENTS = 16 };
 typedef struct {
   struct {
@@ -52,13 +52,16 @@ size_t encode_doubles_bytes(tail_t *tail, const double *v, size_t n,
 /* Elements of t (t is valid: it came through the decoder or compute). */
 size_t encode_numel(const norm_tensor_t *t);
 
-/* Finishes a 200 reply from a JSON document, plus a binary tail when tail
- * is non-NULL (the KServe v2 binary framing: header length in
- * Inference-Header-Content-Length, Content-Type application/octet-stream).
- * The tail's tensors become the reply's parts, by reference, not copied:
+/* Finishes a 200 reply of content_type: head's bytes, then, when tail is
+ * non-NULL, its tensors as the reply's parts, by reference, not copied:
  * whatever they point into must outlive the reply (service.c keeps the
  * request and result with it) or the reply must be flattened first. Takes
  * both. Returns 0, or -1 with a 500 problem. */
-int encode_finish(buf_t *json, tail_t *tail, reply_t *out, problem_t *prob);
+int encode_finish(buf_t *head, tail_t *tail, const char *content_type,
+                  reply_t *out, problem_t *prob);
+/* A JSON document (application/json), or with a tail the KServe v2 binary
+ * framing: application/octet-stream, the JSON's length in
+ * Inference-Header-Content-Length. */
+int encode_finish_json(buf_t *json, tail_t *tail, reply_t *out, problem_t *prob);
 
 #endif
