@@ -86,21 +86,17 @@ static size_t number_len(const char *p, const char *end) {
 }
 
 /* The length of a quoted non-finite spelling at p ("NaN" with its quotes
- * is 5), 0 if p is not one; its value in *v. */
+ * is 5; the spellings are fmt_parse_nonfinite's), 0 if p is not one; its
+ * value in *v. */
 static size_t nonfinite_len(const char *p, const char *end, double *v) {
-  static const struct {
-    const char *text;
-    double value;
-  } spellings[] = {{"\"NaN\"", NAN}, {"\"Infinity\"", INFINITY},
-                   {"\"+Infinity\"", INFINITY}, {"\"-Infinity\"", -INFINITY}};
-  for (size_t i = 0; i < sizeof spellings / sizeof spellings[0]; i++) {
-    size_t n = strlen(spellings[i].text);
-    if ((size_t)(end - p) >= n && memcmp(p, spellings[i].text, n) == 0) {
-      *v = spellings[i].value;
-      return n;
-    }
+  char text[16]; /* the longest spelling, "+Infinity", fits */
+  size_t n = 0;
+  for (p++; p < end && *p != '"'; p++) {
+    if (n == sizeof text - 1) return 0;
+    text[n++] = *p;
   }
-  return 0;
+  text[n] = '\0';
+  return p < end && fmt_parse_nonfinite(text, v) ? n + 2 : 0;
 }
 
 /* Checks the array whose '[' is at p: non-empty at every level, only
