@@ -1,7 +1,9 @@
 /* numarray.c -- numeric arrays of a JSON body parsed without jansson (see
- * numarray.h). Two passes over an array's text: numarray_extract checks
- * its syntax and shape (cheap, no conversions) and numarray_fill, once the
- * dtype is known, converts each number straight into the tensor. */
+ * numarray.h). One pass over an array's text: numarray_extract checks its
+ * syntax and shape and parses each number to the exact double on the way;
+ * numarray_fill, once the dtype is known, rounds those doubles into the
+ * tensor (going back to the text only where a double cannot stand for the
+ * text, a float32 midpoint). */
 #include "numarray.h"
 
 #include <math.h>
@@ -46,45 +48,6 @@ static const char *skip_string(const char *p, const char *end, int *marked) {
   return NULL;
 }
 
-/* The number of ASCII digits at p, eight bytes at a time while it can: a
- * byte is a digit when its high nibble is 3 and stays 3 after adding 6
- * (0x3A..0x3F become 0x40..0x45). A carry out of a non-digit byte only
- * disturbs the bytes after it, and the first non-digit is the lowest
- * flagged byte (little-endian). */
-static inline __attribute__((always_inline)) size_t digit_run(const char *p,
-                                                           const char *end) {
-  const uint64_t high = 0xF0F0F0F0F0F0F0F0u, three = 0x3030303030303030u;
-  const char *s = p;
-  while (end - p >= 8) {
-    uint64_t w;
-    memcpy(&w, p, 8);
-    uint64_t flagged = ((w & high) ^ three) | (((w + 0x0606060606060606u) & high) ^ three);
-    if (flagged) return (size_t)(p - s) + (size_t)(__builtin_ctzll(flagged) >> 3);
-    p += 8;
-  }
-  while (p < end && is_digit(*p)) p++;
-  return (size_t)(p - s);
-}
-
-/* The length of the JSON number at p (RFC 8259 grammar), 0 if none. */
-static size_t number_len(const char *p, const char *end) {
-  const char *s = p;
-  if (p < end && *p == '-') p++;
-  if (p >= end || !is_digit(*p)) return 0;
-  if (*p == '0') p++;
-  else p += digit_run(p, end);
-  if (p < end && *p == '.') {
-    if (++p >= end || !is_digit(*p)) return 0;
-    p += digit_run(p, end);
-  }
-  if (p < end && (*p == 'e' || *p == 'E')) {
-    if (++p < end && (*p == '+' || *p == '-')) p++;
-    if (p >= end || !is_digit(*p)) return 0;
-    p += digit_run(p, end);
-  }
-  return (size_t)(p - s);
-}
-
 /* The length of a quoted non-finite spelling at p ("NaN" with its quotes
  * is 5; the spellings are fmt_parse_nonfinite's), 0 if p is not one; its
  * value in *v. */
@@ -99,52 +62,88 @@ static size_t nonfinite_len(const char *p, const char *end, double *v) {
   return p < end && fmt_parse_nonfinite(text, v) ? n + 2 : 0;
 }
 
+/* The parsed values of all arrays taken so far, one growing buffer. */
+typedef struct {
+  double *v;
+  size_t len, cap;
+} values_t;
+
+static int push_value(values_t *vals, double d) {
+  if (vals->len == vals->cap) {
+    size_t want = vals->cap ? 2 * vals->cap : 1024;
+    double *grown = realloc(vals->v, want * sizeof *grown);
+    if (grown == NULL) return -1;
+    vals->v = grown;
+    vals->cap = want;
+  }
+  vals->v[vals->len++] = d;
+  return 0;
+}
+
+typedef enum { SCAN_OK, SCAN_REJECTED, SCAN_OOM } scan_result_t;
+
 /* Checks the array whose '[' is at p: non-empty at every level, only
  * numbers and non-finite spellings as leaves, all leaves at one depth, and
- * every array at one depth of the same length. Returns the end of its text
- * (past ']') with a described, or NULL when it is anything else. */
-static const char *scan_array(const char *p, const char *end, numarray_t *a) {
+ * every array at one depth of the same length; parses each leaf to the
+ * exact double, appended to vals. A number is fmt_parse_double's longest
+ * prefix in JSON number syntax, so the grammar is checked by requiring a
+ * separator (whitespace, ',' or ']') right after it: "01", "1." or "1e"
+ * leave a character no separator accepts. On SCAN_OK, *after is the end of
+ * the array's text (past ']') and a describes it. */
+static scan_result_t scan_array(const char *p, const char *end, numarray_t *a,
+                                values_t *vals, const char **after) {
   int64_t open_count[NORM_MAX_RANK]; /* elements so far, per open level */
   int depth = 0, leaf_depth = 0;
   memset(a, 0, sizeof *a);
   a->text = p;
+  a->first = vals->len;
+  a->overflow_at = NUMARRAY_NO_OVERFLOW;
 open:
-  if (depth == NORM_MAX_RANK) return NULL;
+  if (depth == NORM_MAX_RANK) return SCAN_REJECTED;
   open_count[depth++] = 0;
   p = skip_ws(p + 1, end);
-  if (p >= end || *p == ']') return NULL; /* empty arrays: the slow path */
+  if (p >= end || *p == ']') return SCAN_REJECTED; /* empty: the slow path */
 value:
   p = skip_ws(p, end);
-  if (p >= end) return NULL;
+  if (p >= end) return SCAN_REJECTED;
   if (*p == '[') {
     open_count[depth - 1]++;
     goto open;
   } else {
-    double unused;
-    size_t n = *p == '"' ? nonfinite_len(p, end, &unused) : number_len(p, end);
-    if (n == 0) return NULL;
+    double d;
+    size_t n;
+    if (*p == '"') {
+      n = nonfinite_len(p, end, &d);
+    } else {
+      n = fmt_parse_double(p, (size_t)(end - p), &d);
+      if (isinf(d) && n > 0 && a->overflow_at == NUMARRAY_NO_OVERFLOW)
+        a->overflow_at = a->count; /* finite text past float64's range */
+    }
+    if (n == 0) return SCAN_REJECTED;
     p += n;
     if (leaf_depth == 0) leaf_depth = depth;
-    else if (leaf_depth != depth) return NULL;
+    else if (leaf_depth != depth) return SCAN_REJECTED;
     open_count[depth - 1]++;
     a->count++;
+    if (push_value(vals, d) != 0) return SCAN_OOM;
   }
 after_value:
   p = skip_ws(p, end);
-  if (p >= end) return NULL;
+  if (p >= end) return SCAN_REJECTED;
   if (*p == ',') {
     p++;
     goto value;
   }
-  if (*p != ']') return NULL;
+  if (*p != ']') return SCAN_REJECTED;
   p++;
   depth--;
   if (a->shape[depth] == 0) a->shape[depth] = open_count[depth];
-  else if (a->shape[depth] != open_count[depth]) return NULL; /* ragged */
+  else if (a->shape[depth] != open_count[depth]) return SCAN_REJECTED; /* ragged */
   if (depth > 0) goto after_value;
   a->rank = leaf_depth;
   a->len = (size_t)(p - a->text);
-  return p;
+  *after = p;
+  return SCAN_OK;
 }
 
 /* Is the JSON string text [s, s+n) (without quotes) a tensor key? */
@@ -173,6 +172,7 @@ int numarray_extract(const char *json, size_t len, numarrays_t *out) {
   const char *last = NULL, *key = NULL; /* the last string; the current key */
   size_t last_len = 0, key_len = 0, cap = 0;
   int depth = 0, marked = 0;
+  values_t vals = {0};
   while (p < end) {
     char c = *p;
     if (c == '"') {
@@ -197,8 +197,12 @@ int numarray_extract(const char *json, size_t len, numarrays_t *out) {
     }
     numarray_t a;
     const char *after;
-    if (c == '[' && key != NULL && is_tensor_key(key, key_len) &&
-        (after = scan_array(p, end, &a)) != NULL && a.len >= MIN_TEXT) {
+    scan_result_t scanned = SCAN_REJECTED;
+    size_t kept = vals.len;
+    if (c == '[' && key != NULL && is_tensor_key(key, key_len))
+      scanned = scan_array(p, end, &a, &vals, &after);
+    if (scanned == SCAN_OOM) goto oom;
+    if (scanned == SCAN_OK && a.len >= MIN_TEXT) {
       if (out->skeleton == NULL && (out->skeleton = malloc(len + 1)) == NULL) goto oom;
       if (push_array(out, &a, &cap) != 0) goto oom;
       memcpy(out->skeleton + out->skeleton_len, copied, (size_t)(p - copied));
@@ -208,6 +212,7 @@ int numarray_extract(const char *json, size_t len, numarrays_t *out) {
       if (depth + a.rank > out->depth) out->depth = depth + a.rank;
       copied = p = after;
     } else {
+      vals.len = kept; /* drops the values of an array not taken */
       if (c == '[' || c == '{') {
         if (++depth > out->depth) out->depth = depth;
       } else if (c == ']' || c == '}') {
@@ -219,21 +224,29 @@ int numarray_extract(const char *json, size_t len, numarrays_t *out) {
   }
   if (marked) { /* a client string could pose as a placeholder: no skeleton */
     int deepest = out->depth;
+    free(vals.v);
     numarray_free(out);
     out->depth = deepest;
-  } else if (out->skeleton != NULL) {
+    return 0;
+  }
+  if (out->skeleton != NULL) {
     memcpy(out->skeleton + out->skeleton_len, copied, (size_t)(end - copied));
     out->skeleton_len += (size_t)(end - copied);
     out->skeleton[out->skeleton_len] = '\0';
   }
+  out->values = vals.v; /* the arrays' values, now that it moves no more */
+  for (size_t i = 0; i < out->count; i++)
+    out->arrays[i].values = out->values + out->arrays[i].first;
   return 0;
 oom:
+  free(vals.v);
   numarray_free(out);
   return -1;
 }
 
 void numarray_free(numarrays_t *a) {
   free(a->skeleton);
+  free(a->values);
   free(a->arrays);
   memset(a, 0, sizeof *a);
 }
@@ -251,7 +264,23 @@ const numarray_t *numarray_of(const numarrays_t *a, const json_t *v) {
   return index < a->count ? &a->arrays[index] : NULL;
 }
 
-int numarray_fill(const numarray_t *a, norm_tensor_t *t, size_t *bad_index) {
+/* Whether rounding the double d to float32 may differ from rounding the
+ * exact value d was rounded from. It cannot when d is a normal float's
+ * double (or zero, infinite, NaN) and not a midpoint between two adjacent
+ * floats: the midpoints are doubles, so the exact value and d lie between
+ * the same two of them (the 53-bit significand of a midpoint is a 24-bit
+ * one and a half: its last 29 bits are 1 and 28 zeros). Below the normal
+ * floats the midpoints are spaced differently; those go back to the text. */
+static int float_rounding_unsafe(double d) {
+  uint64_t b;
+  memcpy(&b, &d, sizeof b);
+  double mag = fabs(d);
+  return (b & ((1ull << 29) - 1)) == 1ull << 28 || (mag < 0x1p-126 && mag != 0);
+}
+
+/* float32 straight from the text, for an array whose doubles cannot all
+ * stand for it (see float_rounding_unsafe). */
+static void fill_float_from_text(const numarray_t *a, float *out) {
   const char *p = a->text, *end = a->text + a->len;
   size_t i = 0;
   while (p < end) {
@@ -260,32 +289,39 @@ int numarray_fill(const numarray_t *a, norm_tensor_t *t, size_t *bad_index) {
       p++;
       continue;
     }
-    double d;
-    if (c == '"') {
-      p += nonfinite_len(p, end, &d);
-      norm_tensor_set(t, i++, d);
-      continue;
-    }
-    /* The scan checked the grammar, so each parse takes a whole number.
-     * Text beyond float64's range is refused (as jansson does); past
-     * float32's only, it rounds to infinity. */
-    const char *start = p;
-    if (t->dtype == NORM_F32) {
-      float f;
-      p += fmt_parse_float(p, (size_t)(end - p), &f);
-      ((float *)t->data)[i] = f;
-      d = 0;
-      if (isinf(f)) fmt_parse_double(start, (size_t)(p - start), &d);
+    if (c == '"') { /* a non-finite spelling: its double is exact */
+      out[i] = (float)a->values[i];
+      p = memchr(p + 1, '"', (size_t)(end - p - 1)) + 1;
     } else {
-      p += fmt_parse_double(p, (size_t)(end - p), &d);
-      if (t->dtype == NORM_F64) ((double *)t->data)[i] = d;
-      else norm_tensor_set(t, i, d);
-    }
-    if (isinf(d)) {
-      *bad_index = i;
-      return -1;
+      p += fmt_parse_float(p, (size_t)(end - p), &out[i]);
     }
     i++;
   }
-  return 0;
+}
+
+int numarray_fill(const numarray_t *a, norm_tensor_t *t, size_t *bad_index) {
+  if (a->overflow_at != NUMARRAY_NO_OVERFLOW) {
+    *bad_index = a->overflow_at;
+    return -1;
+  }
+  const double *v = a->values;
+  switch (t->dtype) {
+  case NORM_F64:
+    memcpy(t->data, v, a->count * sizeof *v);
+    return 0;
+  case NORM_F32: {
+    float *f = t->data;
+    for (size_t i = 0; i < a->count; i++) {
+      if (float_rounding_unsafe(v[i])) {
+        fill_float_from_text(a, f);
+        return 0;
+      }
+      f[i] = (float)v[i];
+    }
+    return 0;
+  }
+  default: /* float16, bfloat16: rounded once from the exact double */
+    for (size_t i = 0; i < a->count; i++) norm_tensor_set(t, i, v[i]);
+    return 0;
+  }
 }

@@ -4,10 +4,10 @@
  * time a JSON request takes. numarray_extract scans the JSON text once and
  * writes a skeleton: the same document with every numeric array that holds
  * tensor data replaced by a short placeholder string. jansson parses the
- * skeleton (small); decode.c recognizes a placeholder where tensor data
- * belongs and numarray_fill parses its numbers straight into the tensor
- * buffer, exactly (fmt_parse_float / fmt_parse_double: bit for bit what
- * strtof / strtod give).
+ * skeleton (small). The scan parses each number of those arrays on the way
+ * to its exact double (fmt_parse_double: bit for bit strtod's); decode.c
+ * recognizes a placeholder where tensor data belongs and numarray_fill
+ * rounds the array's doubles into the tensor buffer.
  *
  * Only what the scanner accepts exactly is replaced: an array that is the
  * value of "data" or of a tensor field ("input", "weight", "bias",
@@ -25,15 +25,22 @@
 
 #include "norm.h"
 
+#define NUMARRAY_NO_OVERFLOW SIZE_MAX
+
 /* One replaced array: its text in the original body (from '[' to ']'),
- * its nesting (rank and shape; [[1,2],[3,4]] has rank 2, shape {2,2}) and
- * its element count. */
+ * its nesting (rank and shape; [[1,2],[3,4]] has rank 2, shape {2,2}), its
+ * element count and their values, each the exact double of its text
+ * (bit for bit strtod's), row-major. */
 typedef struct {
   const char *text;
   size_t len;
   int rank;
   int64_t shape[NORM_MAX_RANK];
   size_t count;
+  const double *values; /* count of them, in numarrays_t.values */
+  size_t first;         /* values' index in numarrays_t.values */
+  size_t overflow_at;   /* the first finite text beyond float64's range
+                         * (its double is infinite), or NUMARRAY_NO_OVERFLOW */
 } numarray_t;
 
 /* The skeleton of one JSON text and the arrays it replaced. The arrays
@@ -44,6 +51,7 @@ typedef struct {
   size_t skeleton_len;
   numarray_t *arrays;
   size_t count;
+  double *values; /* all the arrays' values, one after another */
   int depth; /* the deepest nesting of [ and { in the whole text */
 } numarrays_t;
 
@@ -59,11 +67,13 @@ void numarray_free(numarrays_t *a);
  * or NULL when v is not a placeholder of a. a may be NULL. */
 const numarray_t *numarray_of(const numarrays_t *a, const json_t *v);
 
-/* Parses the count numbers of a into t->data, row-major, rounded to t's
- * dtype (float32 and float64 exactly from the text; float16 and bfloat16
- * from the exact double). t->data must hold a->count elements. Returns 0,
- * or -1 when a finite number is beyond float64's range (jansson refuses
- * those too): *bad_index is then that element. */
+/* The count numbers of a into t->data, row-major, rounded to t's dtype:
+ * float64 and float32 bit for bit as strtod / strtof read the text (a
+ * float32 is the double rounded once more where that is the same, else
+ * parsed from the text again), float16 and bfloat16 from the exact double.
+ * t->data must hold a->count elements. Returns 0, or -1 when a finite
+ * number is beyond float64's range (jansson refuses those too):
+ * *bad_index is then that element. */
 int numarray_fill(const numarray_t *a, norm_tensor_t *t, size_t *bad_index);
 
 #endif

@@ -120,43 +120,90 @@ static void random_number_text(uint64_t *state, char *buf, size_t size, int f64)
   snprintf(buf, size, formats[format], v);
 }
 
-static void check_fill(norm_dtype_t dtype) {
-  enum { N = 20000 };
-  static char text[N * 32 + 64];
-  static char numbers[N][32];
-  uint64_t state = 12345 + dtype;
-  size_t len = (size_t)sprintf(text, "{\"data\":[");
-  for (int i = 0; i < N; i++) {
-    random_number_text(&state, numbers[i], sizeof numbers[i], dtype == NORM_F64);
-    len += (size_t)sprintf(text + len, "%s%s", i ? "," : "", numbers[i]);
-  }
-  sprintf(text + len, "]}");
+enum { FILL_N = 20000 };
+static char fill_text[FILL_N * 40 + 64];
+static char fill_numbers[FILL_N][40];
+
+/* Extracts {"data": [fill_numbers...]} and fills a dtype tensor from it:
+ * every element must be bit for bit strtof's (float32), strtod's (float64)
+ * or strtod's rounded once (float16, bfloat16). */
+static void fill_and_compare(norm_dtype_t dtype, int n) {
+  size_t len = (size_t)sprintf(fill_text, "{\"data\":[");
+  for (int i = 0; i < n; i++)
+    len += (size_t)sprintf(fill_text + len, "%s%s", i ? "," : "", fill_numbers[i]);
+  sprintf(fill_text + len, "]}");
   numarrays_t a;
-  extract(text, &a);
+  extract(fill_text, &a);
   ck_assert_uint_eq(a.count, 1);
-  ck_assert_uint_eq(a.arrays[0].count, N);
-  norm_tensor_t t = tu_tensor(dtype, 1, (int64_t)N);
+  ck_assert_uint_eq(a.arrays[0].count, (size_t)n);
+  norm_tensor_t t = tu_tensor(dtype, 1, (int64_t)n);
   size_t bad = 0;
   ck_assert_int_eq(numarray_fill(&a.arrays[0], &t, &bad), 0);
-  for (int i = 0; i < N; i++) {
+  for (int i = 0; i < n; i++) {
     int same;
     if (dtype == NORM_F32) {
-      float want = strtof(numbers[i], NULL);
+      float want = strtof(fill_numbers[i], NULL);
       same = memcmp(&want, (float *)t.data + i, 4) == 0;
     } else if (dtype == NORM_F64) {
-      double want = strtod(numbers[i], NULL);
+      double want = strtod(fill_numbers[i], NULL);
       same = memcmp(&want, (double *)t.data + i, 8) == 0;
     } else {
       norm_tensor_t one = tu_tensor(dtype, 1, (int64_t)1);
-      norm_tensor_set(&one, 0, strtod(numbers[i], NULL));
+      norm_tensor_set(&one, 0, strtod(fill_numbers[i], NULL));
       same = memcmp(one.data, (uint16_t *)t.data + i, 2) == 0;
       tu_tensor_free(&one);
     }
     if (!same) ck_abort_msg("%s: element %d (%s) differs", norm_dtype_name(dtype), i,
-                            numbers[i]);
+                            fill_numbers[i]);
   }
   tu_tensor_free(&t);
   numarray_free(&a);
+}
+
+/* Random bit patterns: float32 ones include subnormals, so the float32
+ * fill re-reads these arrays' text. */
+static void check_fill(norm_dtype_t dtype) {
+  uint64_t state = 12345 + dtype;
+  for (int i = 0; i < FILL_N; i++)
+    random_number_text(&state, fill_numbers[i], sizeof fill_numbers[i],
+                       dtype == NORM_F64);
+  fill_and_compare(dtype, FILL_N);
+}
+
+/* float32 rounded from the exact doubles: normal floats only, and the texts
+ * where rounding twice (to double, then to float) goes wrong -- a text
+ * just off a midpoint between two floats whose double is that midpoint. */
+static void check_fill_float_via_double(void) {
+  uint64_t state = 777;
+  for (int i = 0; i < FILL_N; i++) {
+    uint32_t b32 = (uint32_t)tu_rand_u64(&state);
+    b32 = (b32 & 0x807FFFFFu) | (1 + b32 % 254u) << 23; /* a normal float */
+    float f;
+    memcpy(&f, &b32, 4);
+    random_number_text(&state, fill_numbers[i], sizeof fill_numbers[i], 0);
+    if (i % 3 == 0) snprintf(fill_numbers[i], sizeof fill_numbers[i], "%.9g", f);
+  }
+  fill_and_compare(NORM_F32, FILL_N); /* no midpoint in these: all via doubles */
+  /* 1 + 2^-24 is the midpoint between 1 and the next float; a text just
+   * above it reads as that double, but strtof rounds it up. */
+  static const char *const traps[] = {
+      "1.000000059604644775390625",  /* the midpoint itself: ties to even */
+      "1.0000000596046448",          /* just above, its double the midpoint */
+      "1.0000000596046447",          /* just below */
+      "6958044373267251e1",          /* a known double-rounding case */
+      "16777217",                    /* 2^24 + 1, a midpoint */
+      "1e-40", "-1.401298464324817e-45", "7.006492321624085e-46", /* subnormal */
+      "7.0064923216240854e-46",      /* just above 2^-150, its double 2^-150 */
+      "2.1019476964872256e-45",      /* just below 3 x 2^-150, likewise */
+      "1.1754942e-38",               /* just below the normal floats */
+      "340282356779733661637539395458142568448", /* the overflow midpoint */
+  };
+  int n = (int)(sizeof traps / sizeof traps[0]);
+  for (int k = 0; k < n; k++) {
+    for (int i = 0; i < 40; i++) snprintf(fill_numbers[i], 40, "%d.5", i);
+    snprintf(fill_numbers[40], 40, "%s", traps[k]); /* alone, after normal ones */
+    fill_and_compare(NORM_F32, 41);
+  }
 }
 
 /* The depth counts every [ and { outside strings, taken arrays included. */
@@ -185,6 +232,7 @@ END_TEST
 
 START_TEST(test_fill_exact) {
   check_fill(NORM_F32);
+  check_fill_float_via_double();
   check_fill(NORM_F64);
   check_fill(NORM_F16);
   check_fill(NORM_BF16);
