@@ -397,6 +397,7 @@ def main():
             print("\n".join("    " + ln for ln in r.stdout.splitlines()), flush=True)
             assert r.returncode == 0, r.stdout[-800:] + r.stderr[-800:]
             used = sorted({e[3][-1] for e in parse_log(nginx.log_lines()[mark:])})
+            assert len(used) >= 2, "the shards all went to one replica: %s" % used
             return "%d requests through nginx, answered by %s" % (
                 len(parse_log(nginx.log_lines()[mark:])), used)
         checks.run("examples/sync_batchnorm.py through nginx", sync_batchnorm)
