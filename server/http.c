@@ -7,7 +7,10 @@
  * when full), suspends the connection and submits a job. The worker runs
  * service_handle(); the loop thread stores the reply on the connection and
  * resumes it; MHD calls the handler again, which queues the reply. Every
- * request ends in on_completed(), which logs, counts and frees.
+ * request ends in on_completed(), which logs, counts and frees. A compute
+ * request counts as open (server.accepted, what a drain waits for) from its
+ * first call, when its headers are in: an upload in progress at SIGTERM is
+ * read, computed and answered (within drain_timeout_s and request_timeout_s).
  *
  * Slow and vanished clients. MHD's connection timeout is an idle timeout:
  * a client sending one byte every few seconds is never idle. So each
@@ -91,8 +94,9 @@ struct server {
   const config_t *cfg;
   limits_t limits;
   atomic_int draining;
-  atomic_long accepted; /* compute requests with a complete body, not yet
-                           answered: what a drain waits for */
+  atomic_long accepted; /* compute requests from their first handler call
+                           (headers in) until answered or closed: what a
+                           drain waits for, so uploads in progress finish */
   atomic_llong last_busy_ms; /* when `accepted` last changed (CLOCK_MONOTONIC) */
   long long trimmed_ms;        /* sweeper only: when it last trimmed the heap */
   uint16_t port;
@@ -167,7 +171,7 @@ typedef struct {
   reply_t reply;
   int status_sent;
   uint64_t bytes_out;
-  int accepted; /* counted in server.accepted */
+  int accepted; /* counted in server.accepted (a compute route) */
   size_t expected; /* Content-Length, 0 if absent */
   conn_t *conn;    /* its connection; NULL if that had no memory for one */
   long long deadline_ms; /* all of it must be in by then; 0 = no limit */
@@ -541,22 +545,11 @@ static int copy_query(job_t *job, struct MHD_Connection *c) {
   return 0;
 }
 
-/* Body complete: hand it to the pool, or answer 503 at once. */
+/* Body complete: hand it to the pool, or answer 503 at once. The request
+ * was counted in server.accepted on its first call, so a drain that began
+ * since waits for it. */
 static enum MHD_Result submit_compute(request_state_t *rs) {
   server_t *srv = rs->srv;
-  /* Count first, then look at draining: with both atomics sequentially
-   * consistent, a drain either sees this request or this request sees the
-   * drain (and is refused), never neither. */
-  atomic_fetch_add(&srv->accepted, 1);
-  atomic_store(&srv->last_busy_ms, now_ms());
-  if (atomic_load(&srv->draining)) {
-    atomic_fetch_sub(&srv->accepted, 1);
-    problem_now(rs, 503, "draining", "%s", "normd is shutting down");
-    rs->reply.retry_after_s = (int)srv->cfg->retry_after_s;
-    rs->reply.close = 1;
-    return send_reply(rs);
-  }
-  rs->accepted = 1;
   if (pool_try_reserve(srv->pool) != 0) {
     problem_now(rs, 503, "overloaded",
                 "%s", "too many requests in flight; retry after a moment");
@@ -655,6 +648,13 @@ static void first_call(request_state_t *rs, const char *url, const char *method)
     get_reply(rs);
     return;
   }
+  /* Count first, then look at draining: with both atomics sequentially
+   * consistent, a drain either sees this request (and waits for its body,
+   * its job and its answer) or this request sees the drain and is refused,
+   * never neither. */
+  atomic_fetch_add(&srv->accepted, 1);
+  atomic_store(&srv->last_busy_ms, now_ms());
+  rs->accepted = 1;
   if (atomic_load(&srv->draining)) {
     problem_now(rs, 503, "draining", "%s", "normd is shutting down");
     rs->reply.retry_after_s = (int)srv->cfg->retry_after_s;
@@ -1005,16 +1005,29 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **state,
   *state = NULL;
   double secs = elapsed_s(&rs->start);
   int late = request_over(rs) == CONN_CUT_LATE || rs->timed_out;
-  /* unanswered: cut at the deadline (as nginx logs it), or the client left */
-  int status = rs->status_sent ? rs->status_sent : late ? 408 : 499;
+  /* Unanswered, as nginx logs it: 408 cut at request_timeout_s or idle
+   * past connection_timeout_s, 444 closed by the server (shutdown), 499
+   * the client left. */
+  int status = rs->status_sent;
+  const char *why = "";
+  if (late) {
+    why = " (closed: request_timeout_s)";
+  } else if (toe == MHD_REQUEST_TERMINATED_TIMEOUT_REACHED) {
+    why = " (closed: connection_timeout_s)";
+    late = 1;
+  } else if (toe == MHD_REQUEST_TERMINATED_DAEMON_SHUTDOWN) {
+    why = " (dropped: shutdown)";
+  } else if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK) {
+    why = " (aborted)";
+  }
+  if (status == 0)
+    status = late ? 408 : toe == MHD_REQUEST_TERMINATED_DAEMON_SHUTDOWN ? 444 : 499;
   metrics_observe_request(router_index(rs->route), status, secs, rs->bytes_in,
                           rs->bytes_out);
   if (log_enabled(LOG_INFO))
     log_msg(LOG_INFO, "%s %s %d in=%llu out=%llu %.3fms%s", rs->method,
             rs->path, status, (unsigned long long)rs->bytes_in,
-            (unsigned long long)rs->bytes_out, secs * 1e3,
-            toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? ""
-            : late ? " (closed: request_timeout_s)" : " (aborted)");
+            (unsigned long long)rs->bytes_out, secs * 1e3, why);
   body_free(&rs->body);
   reply_free(&rs->reply);
   if (rs->accepted) {
@@ -1179,11 +1192,14 @@ void http_begin_drain(server_t *srv) {
   if (fd != MHD_INVALID_SOCKET) close(fd);
 }
 
-int http_wait_idle(server_t *srv, double timeout_s) {
+long http_wait_idle(server_t *srv, double timeout_s) {
   struct timespec start;
   clock_gettime(CLOCK_MONOTONIC, &start);
   while (atomic_load(&srv->accepted) > 0 || pool_inflight(srv->pool) > 0) {
-    if (elapsed_s(&start) >= timeout_s) return -1;
+    if (elapsed_s(&start) >= timeout_s) {
+      long open = atomic_load(&srv->accepted);
+      return open > 0 ? open : 1;
+    }
     struct timespec tick = {0, 10 * 1000 * 1000};
     nanosleep(&tick, NULL);
   }

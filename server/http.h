@@ -21,12 +21,12 @@ int http_tls(const server_t *srv);
 int http_auth(const server_t *srv);
 /* The bound port (useful with port 0). */
 uint16_t http_port(const server_t *srv);
-/* Readiness turns 503, the listening socket closes; requests already
- * accepted continue. */
+/* Readiness turns 503, the listening socket closes; compute requests
+ * whose headers are in continue (their bodies may still be arriving). */
 void http_begin_drain(server_t *srv);
-/* Waits until no request is open and the pool is idle: 0, or -1 when
- * timeout_s passed first. */
-int http_wait_idle(server_t *srv, double timeout_s);
+/* Waits until no compute request is open and the pool is idle: 0, or,
+ * when timeout_s passed first, how many requests are still open (> 0). */
+long http_wait_idle(server_t *srv, double timeout_s);
 /* Stops MHD and frees the server. Only after http_wait_idle returned 0
  * (MHD cannot stop with suspended connections). */
 void http_stop(server_t *srv);

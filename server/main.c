@@ -111,12 +111,14 @@ int main(int argc, char **argv) {
   log_msg(LOG_WARN, "signal %d: draining (up to %llds)", sig,
           (long long)cfg.drain_timeout_s);
   http_begin_drain(srv);
-  if (http_wait_idle(srv, (double)cfg.drain_timeout_s) != 0) {
+  long open = http_wait_idle(srv, (double)cfg.drain_timeout_s);
+  if (open != 0) {
     /* MHD cannot stop with suspended connections; the process exit closes
      * them. _exit, not exit or return: workers are still running, and
      * exit-time cleanup (atexit handlers, the leak checker) must not race
      * with them. */
-    log_msg(LOG_ERROR, "drain timeout: exiting with requests in flight");
+    log_msg(LOG_ERROR, "drain timeout: exiting with %ld request%s in flight "
+            "(dropped unanswered)", open, open == 1 ? "" : "s");
     fflush(NULL);
     _exit(1);
   }

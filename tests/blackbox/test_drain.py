@@ -154,3 +154,52 @@ def test_drain_is_not_held_by_clients_gone_mid_upload(make_daemon):
     assert d.get("/healthz").status == 200
     d.signal(signal.SIGTERM)
     assert d.wait(timeout=10) == 0
+
+
+def test_upload_in_progress_at_sigterm_is_answered(make_daemon):
+    """A request whose headers and part of its body are in when SIGTERM comes
+    is waited for: the rest of the body arrives during the drain, the request
+    gets its 200, then the daemon exits 0."""
+    d = make_daemon("--drain-timeout-s", 10)
+    body = b'{"input": [[1, 2, 3, 4], [2, 4, 6, 8]], "return": ["stats"]}'
+    half = len(body) // 2
+    conn = d.connect(timeout=20)
+    try:
+        conn.putrequest("POST", "/v1/norm/layer")
+        conn.putheader("Content-Type", JSON)
+        conn.putheader("Content-Length", str(len(body)))
+        conn.endheaders()
+        conn.send(body[:half])
+        time.sleep(0.2)  # headers handled, the first half read
+        d.signal(signal.SIGTERM)
+        time.sleep(0.3)
+        assert d.alive(), "the daemon did not wait for the upload:\n" + d.log()
+        conn.send(body[half:])
+        r = read_response(conn)
+    finally:
+        conn.close()
+    assert r.status == 200, r
+    assert r.json()["stats"]["mean"] == [2.5, 5]
+    assert d.wait(timeout=10) == 0
+    log = d.log()
+    assert "POST /v1/norm/layer 200" in log, log
+    assert " 499 " not in log and "aborted" not in log, log
+
+
+def test_drain_timeout_mid_upload_is_logged_as_a_drop(make_daemon):
+    """A client that stops mid-body holds the drain only up to
+    drain_timeout_s; the exit says requests were dropped, and no 499 (a
+    client that left) is logged for them."""
+    d = make_daemon("--drain-timeout-s", 1, "--request-timeout-s", 30)
+    with socket.create_connection(("127.0.0.1", d.port), timeout=10) as s:
+        s.sendall(b"POST /v1/norm/layer HTTP/1.1\r\nHost: x\r\n"
+                  b"Content-Type: application/json\r\n"
+                  b"Content-Length: 1000\r\n\r\n{\"input\":[")
+        time.sleep(0.2)
+        t0 = time.monotonic()
+        d.signal(signal.SIGTERM)
+        assert d.wait(timeout=10) == 1
+        assert time.monotonic() - t0 >= 0.9
+    log = d.log()
+    assert "drain timeout" in log and "1 request" in log, log
+    assert " 499 " not in log, log
