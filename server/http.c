@@ -1024,10 +1024,15 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **state,
     status = late ? 408 : toe == MHD_REQUEST_TERMINATED_DAEMON_SHUTDOWN ? 444 : 499;
   metrics_observe_request(router_index(rs->route), status, secs, rs->bytes_in,
                           rs->bytes_out);
-  if (log_enabled(LOG_INFO))
-    log_msg(LOG_INFO, "%s %s %d in=%llu out=%llu %.3fms%s", rs->method,
-            rs->path, status, (unsigned long long)rs->bytes_in,
+  if (log_enabled(LOG_INFO)) {
+    /* the client chose both: no raw newline, escape or quote in the log */
+    char method[4 * sizeof rs->method], path[4 * sizeof rs->path];
+    log_msg(LOG_INFO, "%s %s %d in=%llu out=%llu %.3fms%s",
+            log_escape(method, sizeof method, rs->method),
+            log_escape(path, sizeof path, rs->path), status,
+            (unsigned long long)rs->bytes_in,
             (unsigned long long)rs->bytes_out, secs * 1e3, why);
+  }
   body_free(&rs->body);
   reply_free(&rs->reply);
   if (rs->accepted) {

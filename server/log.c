@@ -37,3 +37,48 @@ void log_msg(log_level_t level, const char *fmt, ...) {
   va_end(ap);
   fprintf(stderr, "%s\n", line);
 }
+
+/* The length of the well-formed UTF-8 sequence of 2-4 bytes at s (RFC 3629:
+ * no overlong forms, no surrogates, nothing past U+10FFFF), or 0. */
+static size_t utf8_len(const unsigned char *s) {
+  unsigned char c = s[0], lo = 0x80, hi = 0xbf;
+  size_t n;
+  if (c >= 0xc2 && c <= 0xdf) n = 2;
+  else if (c >= 0xe0 && c <= 0xef) n = 3;
+  else if (c >= 0xf0 && c <= 0xf4) n = 4;
+  else return 0;
+  if (c == 0xe0) lo = 0xa0;
+  else if (c == 0xed) hi = 0x9f;
+  else if (c == 0xf0) lo = 0x90;
+  else if (c == 0xf4) hi = 0x8f;
+  if (s[1] < lo || s[1] > hi) return 0;
+  for (size_t i = 2; i < n; i++)
+    if (s[i] < 0x80 || s[i] > 0xbf) return 0;
+  return n;
+}
+
+char *log_escape(char *dst, size_t cap, const char *src) {
+  static const char hex[] = "0123456789abcdef";
+  const unsigned char *s = (const unsigned char *)src;
+  size_t o = 0;
+  while (*s) {
+    size_t n = 1;
+    int plain = *s >= 0x20 && *s < 0x7f && *s != '"' && *s != '\\';
+    if (*s >= 0x80 && (n = utf8_len(s)) != 0) plain = 1;
+    else if (*s >= 0x80) n = 1;
+    size_t need = plain ? n : 4;
+    if (o + need >= cap) break;
+    if (plain) {
+      memcpy(dst + o, s, n);
+    } else {
+      dst[o] = '\\';
+      dst[o + 1] = 'x';
+      dst[o + 2] = hex[*s >> 4];
+      dst[o + 3] = hex[*s & 15];
+    }
+    o += need;
+    s += n;
+  }
+  dst[o] = '\0';
+  return dst;
+}

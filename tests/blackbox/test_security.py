@@ -136,3 +136,24 @@ def test_bad_keys_stop_startup(tmp_path, bad, message):
     r = subprocess.run([str(NORMD_BIN), "--port", "0", "--api-keys-file", str(f)],
                        cwd=REPO_ROOT, capture_output=True, text=True, timeout=10)
     assert r.returncode != 0 and message in r.stderr
+
+
+def test_access_log_escapes_what_the_client_chose(make_daemon):
+    """A percent-encoded newline or escape in the path (or a quote, or bytes
+    that are not UTF-8) cannot start a forged line or colour the terminal:
+    the access log writes them as \\xHH."""
+    import socket
+    import time
+    from normd_helpers import raw_exchange, status_of
+    d = make_daemon()
+    raw = raw_exchange(d.port, b"GET /a%0a%1b[31mred%22%ff HTTP/1.1\r\n"
+                               b"Host: x\r\nConnection: close\r\n\r\n")
+    assert status_of(raw) == 404
+    deadline = time.monotonic() + 5
+    while "31mred" not in d.log() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    log = d.log()
+    assert "GET /a\\x0a\\x1b[31mred\\x22\\xff 404" in log, log
+    assert "\x1b" not in log
+    assert not any(line.startswith("[31mred") or line.startswith("\x1b")
+                   for line in d.lines)

@@ -24,7 +24,8 @@
   X(codec_npy)                                                                 \
   X(codec_framed)                                                              \
   X(codec_kserve)                                                               \
-  X(numarray)
+  X(numarray)                                                                  \
+  X(log)
 
 #define UNIT_DECLARE_(name) Suite *name##_suite(void);
 UNIT_SUITES(UNIT_DECLARE_)
