@@ -4,7 +4,8 @@
  * DESIGN. The access handler never parses a body. For a compute route it
  * accumulates the body (413 on Content-Length before reading, or as soon as
  * a chunked body passes the limit), reserves a pool slot (503 + Retry-After
- * when full), suspends the connection and submits a job. The worker runs
+ * when full: from the headers alone when the pool is already full, else
+ * when the body is in), suspends the connection and submits a job. The worker runs
  * service_handle(); the loop thread stores the reply on the connection and
  * resumes it; MHD calls the handler again, which queues the reply. Every
  * request ends in on_completed(), which logs, counts and frees. A compute
@@ -545,15 +546,20 @@ static int copy_query(job_t *job, struct MHD_Connection *c) {
   return 0;
 }
 
+/* 503: max_inflight jobs are queued or running. */
+static void overloaded(request_state_t *rs) {
+  problem_now(rs, 503, "overloaded",
+              "%s", "too many requests in flight; retry after a moment");
+  rs->reply.retry_after_s = (int)rs->srv->cfg->retry_after_s;
+}
+
 /* Body complete: hand it to the pool, or answer 503 at once. The request
  * was counted in server.accepted on its first call, so a drain that began
  * since waits for it. */
 static enum MHD_Result submit_compute(request_state_t *rs) {
   server_t *srv = rs->srv;
-  if (pool_try_reserve(srv->pool) != 0) {
-    problem_now(rs, 503, "overloaded",
-                "%s", "too many requests in flight; retry after a moment");
-    rs->reply.retry_after_s = (int)srv->cfg->retry_after_s;
+  if (pool_try_reserve(srv->pool) != 0) { /* filled up while the body came */
+    overloaded(rs);
     return send_reply(rs);
   }
   job_t *job = calloc(1, sizeof *job);
@@ -610,7 +616,8 @@ static int needs_key(const server_t *srv, const route_t *r) {
 
 /* Decides on the first call, before any body byte is read, whether the
  * request can be answered at once (404, 405, OPTIONS, 413 by
- * Content-Length, 503 while draining, GET routes). */
+ * Content-Length, 503 while draining or with max_inflight jobs queued or
+ * running, GET routes). */
 static void first_call(request_state_t *rs, const char *url, const char *method) {
   server_t *srv = rs->srv;
   router_match(url, &rs->match);
@@ -667,6 +674,15 @@ static void first_call(request_state_t *rs, const char *url, const char *method)
     unsigned long long n = strtoull(cl, &end, 10);
     if (n > (unsigned long long)srv->cfg->max_body_bytes) too_large(rs);
     else if (*end == '\0') rs->expected = (size_t)n;
+  }
+  /* The pool is full: say so now rather than after the upload. This only
+   * looks; the slot is reserved when the body is in (submit_compute), so a
+   * pool that fills up meanwhile still answers 503 then. Queued before the
+   * body is read, the answer makes MHD skip the body and close the
+   * connection, hence Connection: close. */
+  if (!rs->reply_ready && pool_inflight(srv->pool) >= srv->cfg->max_inflight) {
+    overloaded(rs);
+    rs->reply.close = 1;
   }
   /* A framed body's tensors follow its JSON header: align them (body_t). */
   const char *hl = header(rs->mhd_conn, "Inference-Header-Content-Length");

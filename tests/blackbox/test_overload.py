@@ -1,5 +1,6 @@
 """Backpressure: with one worker and one in-flight slot, concurrent requests
 beyond the slot get 503 + Retry-After at once; the rest succeed."""
+import http.client
 import json
 import threading
 import time
@@ -118,3 +119,52 @@ def test_retry_after_follows_config(make_daemon):
     for s, ra, b in refused:
         assert ra == "7"
         assert json.loads(b)["code"] == "overloaded"
+
+
+def test_503_from_the_headers_when_the_pool_is_full(make_daemon):
+    """With the one slot taken, a request announcing a big body is refused
+    from its headers alone: 503 + Retry-After + Connection: close arrive
+    before a single body byte is sent (and while the slot is still busy)."""
+    import socket
+    from normd_helpers import read_response
+    d = make_daemon("--threads", 1, "--max-inflight", 1)
+    slow = b'{"tokens":64,"d":256,"layers":96}'  # ~1-2 s on one worker
+    busy = {}
+
+    def occupy():
+        conn = d.connect(timeout=60)
+        try:
+            conn.request("POST", "/v1/residual/simulate", body=slow,
+                         headers={"Content-Type": JSON})
+            busy["r"] = read_response(conn)
+        finally:
+            conn.close()
+
+    t = threading.Thread(target=occupy, daemon=True)
+    t.start()
+    # the slot is taken once its job is queued or running
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        m = d.get("/metrics").body.decode()
+        if "normd_inflight_requests 2" in m:  # this GET and the job
+            break
+        time.sleep(0.01)
+    time.sleep(0.05)  # the body (33 bytes) is in and the job submitted
+    with socket.create_connection(("127.0.0.1", d.port), timeout=10) as s:
+        s.sendall(b"POST /v1/norm/layer HTTP/1.1\r\nHost: x\r\n"
+                  b"Content-Type: application/json\r\n"
+                  b"Content-Length: 50000000\r\n\r\n")
+        resp = http.client.HTTPResponse(s, method="POST")
+        resp.begin()
+        r = Response(resp.status, resp.reason, resp.headers, resp.read())
+    assert "r" not in busy, "the slow request ended first: %r" % busy
+    doc = assert_problem(r, 503, "overloaded")
+    assert r.header("Retry-After") == "1"
+    assert (r.header("Connection") or "").lower() == "close"
+    assert "retry" in doc["detail"]
+
+    t.join(timeout=60)
+    assert busy["r"].status == 200, busy["r"]
+    # the slot is free again: a normal request goes through
+    assert d.post_json("/v1/norm/layer", {"input": [1, 2, 3]}).status == 200
+    assert "POST /v1/norm/layer 503 in=0" in d.log()
