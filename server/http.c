@@ -2,8 +2,9 @@
  * CORS, small GET routes, and the hand-off of compute requests to the pool.
  *
  * DESIGN. The access handler never parses a body. For a compute route it
- * accumulates the body (413 on Content-Length before reading, or as soon as
- * a chunked body passes the limit), reserves a pool slot (503 + Retry-After
+ * accumulates the body (413 on Content-Length before reading; a chunked
+ * body past the limit is read and dropped, and its 413 goes out when the
+ * upload ends, as MHD 0.9 cannot answer mid-body), reserves a pool slot (503 + Retry-After
  * when full: from the headers alone when the pool is already full, else
  * when the body is in), suspends the connection and submits a job. The worker runs
  * service_handle(); the loop thread stores the reply on the connection and

@@ -169,3 +169,26 @@ def test_overflowing_shape_is_refused(daemon):
     r = daemon.post_json("/v1/norm/layer", {
         "input": {"shape": [2 ** 40, 2 ** 40], "data": [1]}})
     assert_problem(r, 422, "size_overflow", "input")
+
+
+def test_413_chunked_comes_when_the_upload_ends(small):
+    """libmicrohttpd 0.9 cannot answer while a body is arriving: a chunked
+    body past the limit is read and dropped (not kept in memory) and the 413
+    goes out once the client ends the upload, on a connection then closed."""
+    with socket.create_connection(("127.0.0.1", small.port), timeout=10) as s:
+        s.sendall(b"POST /v1/norm/layer HTTP/1.1\r\nHost: x\r\n"
+                  b"Content-Type: application/json\r\n"
+                  b"Transfer-Encoding: chunked\r\n\r\n")
+        chunk = b" " * 1000
+        for _ in range(2 * LIMIT // len(chunk)):  # twice the limit
+            s.sendall(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+        s.settimeout(0.5)
+        with pytest.raises(socket.timeout):
+            s.recv(1)  # nothing yet: the upload has not ended
+        s.settimeout(10)
+        s.sendall(b"0\r\n\r\n")
+        resp = http.client.HTTPResponse(s, method="POST")
+        resp.begin()
+        r = Response(resp.status, resp.reason, resp.headers, resp.read())
+    assert_problem(r, 413, "body_too_large")
+    assert (r.header("Connection") or "").lower() == "close"
