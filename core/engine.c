@@ -265,6 +265,8 @@ int check_in_out(const norm_tensor_t *x, const norm_tensor_t *y) {
   if (y->rank != x->rank ||
       memcmp(y->shape, x->shape, (size_t)x->rank * sizeof x->shape[0]) != 0)
     return NORM_E_OUTPUT;
+  /* Same shape, but a wider dtype may still overflow the byte size. */
+  if ((err = norm_tensor_check(y, NULL, NULL)) != NORM_OK) return err;
   if (x->data == NULL || y->data == NULL) return NORM_E_NULL;
   return NORM_OK;
 }

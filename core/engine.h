@@ -101,7 +101,7 @@ double engine_scale(double var, double eps, double rstd);
 
 /* ---- shared validation ---- */
 int check_eps(double eps);
-/* x valid; y valid with the same shape (any dtype). */
+/* x valid; y valid (byte size included) with the same shape, any dtype. */
 int check_in_out(const norm_tensor_t *x, const norm_tensor_t *y);
 /* t is NULL, or a valid tensor of exactly the given shape; else `err`. */
 int check_vector(const norm_tensor_t *t, const int64_t *shape, int rank,

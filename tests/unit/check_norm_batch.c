@@ -901,6 +901,19 @@ START_TEST(test_err_output) {
 }
 END_TEST
 
+/* A valid float16 x whose float64 output would be 2^64 bytes. */
+START_TEST(test_err_output_bytes_overflow) {
+  static float buf[4];
+  norm_tensor_t x = {NORM_F16, 2, {(int64_t)1 << 59, 4}, buf};
+  norm_tensor_t y = {NORM_F64, 2, {(int64_t)1 << 59, 4}, buf};
+  norm_batch_params_t p = {NORM_TRAIN, 1e-5, 0.1, 0, 0};
+  EXPECT_RC(norm_batch_rows(&x, NULL, NULL, NULL, NULL, &p, &y, NULL, 0, 0),
+            NORM_E_OVERFLOW);
+  EXPECT_RC(norm_batch(&x, NULL, NULL, NULL, NULL, &p, &y, NULL),
+            NORM_E_OVERFLOW);
+}
+END_TEST
+
 START_TEST(test_err_weight_bias) {
   norm_batch_params_t p = {NORM_TRAIN, 1e-5, 0.1, 0, 0};
   norm_tensor_t x = mk(NORM_F32, 3, SHAPE(2, 3, 4));
@@ -1063,6 +1076,7 @@ Suite *norm_batch_suite(void) {
   tcase_add_test(tc, test_err_null);
   tcase_add_test(tc, test_err_shape);
   tcase_add_test(tc, test_err_output);
+  tcase_add_test(tc, test_err_output_bytes_overflow);
   tcase_add_test(tc, test_err_weight_bias);
   tcase_add_test(tc, test_err_running);
   tcase_add_test(tc, test_err_momentum);

@@ -570,6 +570,18 @@ START_TEST(test_err_null_and_shape) {
 }
 END_TEST
 
+/* A valid float16 x whose float64 output would be 2^64 bytes. */
+START_TEST(test_err_output_bytes_overflow) {
+  static float buf[4];
+  norm_tensor_t x = {NORM_F16, 2, {(int64_t)1 << 59, 4}, buf};
+  norm_tensor_t y = {NORM_F64, 2, {(int64_t)1 << 59, 4}, buf};
+  norm_instance_params_t p = {1e-5};
+  EXPECT_RC(norm_instance_rows(&x, NULL, NULL, &p, &y, NULL, 0, 0),
+            NORM_E_OVERFLOW);
+  EXPECT_RC(norm_instance(&x, NULL, NULL, &p, &y, NULL), NORM_E_OVERFLOW);
+}
+END_TEST
+
 START_TEST(test_err_output_weight_bias) {
   norm_instance_params_t p = {1e-5};
   norm_tensor_t x = mk(NORM_F32, 3, SHAPE(2, 3, 4));
@@ -628,6 +640,7 @@ Suite *norm_instance_suite(void) {
   tcase_add_test(tc, test_err_eps);
   tcase_add_test(tc, test_err_null_and_shape);
   tcase_add_test(tc, test_err_output_weight_bias);
+  tcase_add_test(tc, test_err_output_bytes_overflow);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -955,6 +955,24 @@ START_TEST(test_err_output) {
 }
 END_TEST
 
+/* x float16 [2^61] is 2^62 bytes, valid; y float64 of the same shape would
+ * be 2^64 bytes: the output's byte size is checked too (data never read). */
+START_TEST(test_err_output_bytes_overflow) {
+  static float buf[4];
+  norm_tensor_t x = {NORM_F16, 1, {(int64_t)1 << 61}, buf};
+  norm_tensor_t y = {NORM_F64, 1, {(int64_t)1 << 61}, buf};
+  norm_layer_params_t p = {.normalized_ndim = 1, .eps = 1e-5};
+  ck_assert_int_eq(norm_tensor_check(&x, NULL, NULL), NORM_OK);
+  ck_assert_int_eq(norm_tensor_check(&y, NULL, NULL), NORM_E_OVERFLOW);
+  ck_assert_int_eq(norm_layer_rows(&x, NULL, NULL, &p, &y, NULL, 0, 0),
+                   NORM_E_OVERFLOW);
+  ck_assert_int_eq(norm_layer(&x, NULL, NULL, &p, &y, NULL), NORM_E_OVERFLOW);
+  y.dtype = NORM_F32; /* 2^63 bytes: over PTRDIFF_MAX as well */
+  ck_assert_int_eq(norm_layer_rows(&x, NULL, NULL, &p, &y, NULL, 0, 0),
+                   NORM_E_OVERFLOW);
+}
+END_TEST
+
 START_TEST(test_err_weight_bias) {
   fix_t f;
   fix_init(&f);
@@ -1061,6 +1079,7 @@ Suite *norm_layer_suite(void) {
   tcase_add_test(tc, test_err_shape);
   tcase_add_test(tc, test_err_axis);
   tcase_add_test(tc, test_err_output);
+  tcase_add_test(tc, test_err_output_bytes_overflow);
   tcase_add_test(tc, test_err_weight_bias);
   tcase_add_test(tc, test_err_eps);
   tcase_add_test(tc, test_err_arg);

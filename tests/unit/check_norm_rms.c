@@ -672,6 +672,18 @@ START_TEST(test_err_output) {
 }
 END_TEST
 
+/* A valid float16 x whose float64 output would be 2^64 bytes. */
+START_TEST(test_err_output_bytes_overflow) {
+  static float buf[4];
+  norm_tensor_t x = {NORM_F16, 2, {(int64_t)1 << 59, 4}, buf};
+  norm_tensor_t y = {NORM_F64, 2, {(int64_t)1 << 59, 4}, buf};
+  norm_rms_params_t p = {.normalized_ndim = 1, .eps = 1e-6};
+  ck_assert_int_eq(norm_rms_rows(&x, NULL, &p, &y, NULL, 0, 0),
+                   NORM_E_OVERFLOW);
+  ck_assert_int_eq(norm_rms(&x, NULL, &p, &y, NULL), NORM_E_OVERFLOW);
+}
+END_TEST
+
 START_TEST(test_err_weight) {
   fix_t f;
   fix_init(&f);
@@ -746,6 +758,7 @@ Suite *norm_rms_suite(void) {
   tcase_add_test(tc, test_err_rank_dim_empty_overflow);
   tcase_add_test(tc, test_err_dtype);
   tcase_add_test(tc, test_err_output);
+  tcase_add_test(tc, test_err_output_bytes_overflow);
   tcase_add_test(tc, test_err_weight);
   tcase_add_test(tc, test_err_eps_and_ndim);
   suite_add_tcase(s, tc);
