@@ -175,6 +175,7 @@ static void put_norm_result(buf_t *b, tail_t *tail, const request_t *req,
     encode_shape(b, res->stats_rank, res->stats_shape);
     put_named(b, "mean", res->out_mean, res->ngroups, sdt);
     put_named(b, "var", res->out_var, res->ngroups, sdt);
+    put_named(b, "rms", res->out_rms, res->ngroups, sdt);
     buf_putc(b, '}');
     sep = ",";
   }

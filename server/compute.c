@@ -1,9 +1,11 @@
 /* compute.c -- the bridge from a request_t to core/: allocates outputs and
  * statistics, calls the kernel for the op, and derives output statistics
- * (the "mean 0, variance 1" check) with norm_moments over the same groups.
+ * (the "mean 0, variance 1" check; "rms 1" for RMS norm) with norm_moments
+ * over the same groups.
  * A large tensor is split by group ranges across the compute pool. */
 #include "compute.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,13 +101,18 @@ static int moments_split(const norm_tensor_t *x, const norm_moments_params_t *mp
 }
 
 /* Output statistics: the output viewed as rows of `row_ndim` trailing dims,
- * or per channel for batch norm. */
+ * or per channel for batch norm. With `with_rms` (RMS norm) also the
+ * output's root mean square, sqrt(mean(y^2)) = sqrt(var + mean^2): what RMS
+ * norm brings to ~1, where the others bring mean and variance to 0 and 1. */
 static int output_moments(result_t *res, const norm_tensor_t *view,
-                          norm_moments_params_t mp, problem_t *prob) {
+                          norm_moments_params_t mp, int with_rms,
+                          problem_t *prob) {
   norm_moments_t *m = malloc(res->ngroups * sizeof *m);
   res->out_mean = alloc_doubles(res->ngroups, prob);
   res->out_var = alloc_doubles(res->ngroups, prob);
-  if (m == NULL || res->out_mean == NULL || res->out_var == NULL) {
+  if (with_rms) res->out_rms = alloc_doubles(res->ngroups, prob);
+  if (m == NULL || res->out_mean == NULL || res->out_var == NULL ||
+      (with_rms && res->out_rms == NULL)) {
     free(m);
     return problem_set(prob, 500, "out_of_memory", NULL, "out of memory");
   }
@@ -113,6 +120,8 @@ static int output_moments(result_t *res, const norm_tensor_t *view,
   for (size_t g = 0; err == NORM_OK && g < res->ngroups; g++) {
     res->out_mean[g] = m[g].mean;
     res->out_var[g] = m[g].m2 / m[g].count;
+    if (with_rms)
+      res->out_rms[g] = sqrt(res->out_var[g] + m[g].mean * m[g].mean);
   }
   free(m);
   return err == NORM_OK ? 0 : problem_from_norm(prob, err, NULL);
@@ -258,7 +267,9 @@ int compute_run(request_t *req, result_t *res, problem_t *prob) {
       out_view.shape[0] = (int64_t)res->ngroups;
       out_view.shape[1] = (int64_t)(numel / res->ngroups);
     }
-    if (output_moments(res, &out_view, out_layout, prob) != 0) return -1;
+    int with_rms = req->op == OP_RMS;
+    if (output_moments(res, &out_view, out_layout, with_rms, prob) != 0)
+      return -1;
   }
   return explain_run(req, res, prob);
 }

@@ -6,8 +6,9 @@
  *     normalized = centered / std, [scaled = w * normalized], output (+ b)
  *   rms: mean_square, rms = sqrt(mean_square + eps), normalized = x / rms,
  *     [scaled = w * normalized], output
- * The last step is the kernel's own output, so the page shows what was
- * really returned. */
+ * `scaled` is there only when the request has a weight (a bias alone adds
+ * no step: output = normalized + b). The last step is the kernel's own
+ * output, so the page shows what was really returned. */
 #include "explain.h"
 
 #include <math.h>

@@ -62,6 +62,7 @@ void result_free(result_t *res) {
   free(res->rms);
   free(res->out_mean);
   free(res->out_var);
+  free(res->out_rms);
   free(res->moments);
   for (int i = 0; i < res->nsteps; i++) free(res->steps[i].data);
   free(res->hist_input.counts);

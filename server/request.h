@@ -128,6 +128,7 @@ typedef struct {
   int64_t stats_shape[NORM_MAX_RANK];
   double *mean, *var, *rstd, *rms;  /* NULL when not applicable */
   double *out_mean, *out_var;       /* RET_OUTPUT_STATS */
+  double *out_rms;                  /* RET_OUTPUT_STATS, RMS norm only */
   norm_moments_t *moments;          /* OP_MOMENTS / OP_MOMENTS_MERGE */
   step_t steps[MAX_STEPS];          /* RET_STEPS, in order */
   int nsteps;

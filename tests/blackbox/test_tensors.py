@@ -240,13 +240,33 @@ def test_output_stats_mean_zero_var_one(daemon, path, extra, groups):
     body.update(extra)
     doc = post_ok(daemon, path, body).json()
     st = doc["output_stats"]
+    if path.endswith("rms"):
+        # rms does not center: what it brings to 1 is sqrt(mean(y^2))
+        assert set(st) == {"shape", "mean", "var", "rms"}
+        assert len(st["mean"]) == len(st["var"]) == len(st["rms"]) == groups
+        for m, v, r in zip(st["mean"], st["var"], st["rms"]):
+            assert abs(r - 1.0) < 1e-6
+            assert abs(r * r - (v + m * m)) < 1e-6
+        return
     assert set(st) == {"shape", "mean", "var"}
     assert len(st["mean"]) == len(st["var"]) == groups
-    if path.endswith("rms"):
-        return  # rms does not center: only the shape is checked
     for m, v in zip(st["mean"], st["var"]):
         assert abs(m) < 1e-6
         assert abs(v - 1.0) < 1e-5
+
+
+def test_rms_output_stats_rms_is_slightly_below_one(daemon):
+    # y = x / sqrt(ms + eps), so sqrt(mean(y^2)) = sqrt(ms / (ms + eps))
+    x = [[1, 2, 3, 4, 5], [0.5, -0.5, 0.25, 0, 1]]
+    doc = post_ok(daemon, "/v1/norm/rms",
+                  {"input": x, "eps": 0.01, "return": "output_stats"}).json()
+    st = doc["output_stats"]
+    assert st["shape"] == [2]
+    for row, m, r in zip(x, st["mean"], st["rms"]):
+        ms = sum(v * v for v in row) / len(row)
+        assert abs(r - math.sqrt(ms / (ms + 0.01))) < 1e-6
+        assert abs(m - sum(row) / len(row) / math.sqrt(ms + 0.01)) < 1e-6
+        assert r < 1.0
 
 
 def test_output_stats_with_eps_is_slightly_below_one(daemon):

@@ -120,6 +120,43 @@ START_TEST(test_fields) {
 }
 END_TEST
 
+/* output_stats: mean and var for every norm; for RMS norm also rms, the
+ * output's sqrt(mean(y^2)) -- 1 with eps 0, sqrt(ms / (ms + eps)) else. */
+START_TEST(test_output_stats_rms) {
+  int status;
+  json_t *doc = call(OP_RMS,
+                     "{\"input\": [[1,2,3,4,5],[2,4,6,8,10]], \"eps\": 0,"
+                     " \"return\": \"output_stats\"}", &status);
+  ck_assert_int_eq(status, 200);
+  json_t *os = json_object_get(doc, "output_stats");
+  json_t *mean = json_object_get(os, "mean"), *var = json_object_get(os, "var");
+  json_t *rms = json_object_get(os, "rms");
+  ck_assert_uint_eq(json_array_size(rms), 2);
+  for (size_t g = 0; g < 2; g++) {
+    ck_assert(tu_close(at(rms, g), 1.0, 1e-6));
+    /* y = x / sqrt(11 (g + 1)^2): mean 3 / sqrt(11), the same for both rows */
+    ck_assert(tu_close(at(mean, g), 3 / sqrt(11), 1e-6));
+    ck_assert(tu_close(at(var, g), 1 - 9.0 / 11, 1e-6));
+  }
+  json_decref(doc);
+
+  doc = call(OP_RMS, "{\"input\": [[1,2,3,4,5]], \"eps\": 1,"
+                     " \"return\": \"output_stats\"}", &status);
+  ck_assert_int_eq(status, 200);
+  rms = json_object_get(json_object_get(doc, "output_stats"), "rms");
+  ck_assert(tu_close(at(rms, 0), sqrt(11.0 / 12), 1e-6));
+  json_decref(doc);
+
+  doc = call(OP_LAYER, "{\"input\": [[1,2,3,4,5]], \"return\": \"output_stats\"}",
+             &status);
+  ck_assert_int_eq(status, 200);
+  os = json_object_get(doc, "output_stats");
+  ck_assert_ptr_nonnull(json_object_get(os, "var"));
+  ck_assert_ptr_null(json_object_get(os, "rms")); /* RMS norm only */
+  json_decref(doc);
+}
+END_TEST
+
 START_TEST(test_nonfinite_and_half) {
   int status;
   char *text = call_text(OP_RMS,
@@ -318,6 +355,7 @@ Suite *codec_json_suite(void) {
   tcase_add_test(core, test_layer_textbook);
   tcase_add_test(core, test_tensor_forms_agree);
   tcase_add_test(core, test_fields);
+  tcase_add_test(core, test_output_stats_rms);
   tcase_add_test(core, test_nonfinite_and_half);
   tcase_add_test(core, test_batch_running);
   tcase_add_test(core, test_moments_roundtrip);
