@@ -318,13 +318,26 @@ async function checkTry(page, expect = {}) {
     eq(counts.length, doc.histograms.bins, `${which} histogram bins`);
     eq(JSON.stringify(counts), JSON.stringify(doc.histograms[which].counts), `${which} histogram counts`);
   }
-  // the per-group table: stats before, output_stats after
+  // the per-group table: stats before, output_stats after (for RMS norm
+  // ending with the output's rms, the number it brings to 1)
   const rows = await tableRows(page, "#try-table");
   const ng = doc.stats.rstd.length;
   eq(rows.length, Math.min(ng, 64), "table rows");
+  const head = await page.$$eval("#try-table thead th", (els) => els.map((e) => e.textContent));
+  const hint = await page.textContent("#try-table-hint");
+  if (norm === "rms") {
+    check(Array.isArray(doc.output_stats.rms), "output_stats has rms for RMS norm");
+    eq(head[head.length - 1], "rms after", "last column of the RMS table");
+    check(hint.includes("root mean square") && !hint.includes("mean 0 and variance"), `RMS hint: ${hint}`);
+    eq(await page.textContent("#try-eps-to"), "mean square", "eps label for RMS norm");
+    check((await page.textContent("#try-table-title")).includes("root mean square 1"), "RMS table title");
+  } else {
+    eq(doc.output_stats.rms, undefined, `no output rms for ${norm} norm`);
+    eq(await page.textContent("#try-eps-to"), "variance", `eps label for ${norm} norm`);
+  }
   rows.forEach((r, g) => {
     const want = norm === "rms"
-      ? [doc.stats.rms[g], doc.stats.rstd[g], doc.output_stats.mean[g], doc.output_stats.var[g]]
+      ? [doc.stats.rms[g], doc.stats.rstd[g], doc.output_stats.mean[g], doc.output_stats.var[g], doc.output_stats.rms[g]]
       : [doc.stats.mean[g], doc.stats.var[g], doc.stats.rstd[g], doc.output_stats.mean[g], doc.output_stats.var[g]];
     eq(r.length, want.length + 1, "table columns");
     want.forEach((w, k) => sameNumber(r[k + 1], w, `${norm} group ${g} column ${k + 1}`));
@@ -424,10 +437,19 @@ test("2. Try it: generated tensors through every norm and option", async ({page}
   eq(body.bias, undefined, "no bias for RMS norm");
   eq(JSON.stringify(body.weight.shape), "[6,10]", "RMS weight shape");
   eq(doc.stats.shape.join(","), "4", "one group per sample");
+  check(doc.output_stats.rms.every((r) => Math.abs(r - 3) < 1e-3), `RMS output rms is gamma: ${doc.output_stats.rms}`);
+  check((await page.textContent("#try-table-hint")).includes("|γ|"), "the RMS hint names γ");
+  // without a weight: rms 1 (just under), while mean and variance are not 0 and 1
+  await page.uncheck("#try-affine");
+  ({body, doc} = await checkTry(page, {norm: "rms"}));
+  eq(body.weight, undefined, "no weight");
+  check(doc.output_stats.rms.every((r) => r <= 1 && r > 1 - 1e-3), `RMS output rms just under 1: ${doc.output_stats.rms}`);
+  check(doc.output_stats.mean.some((m) => Math.abs(m) > 1e-2), "RMS norm does not center");
+  check((await page.textContent("#try-table-hint")).includes("just under 1"), "the RMS hint says rms just under 1");
+  await shot(page, "12-try-rms-norm.png", {selector: "#try .card:has(#try-table)"});
 
   // instance norm, skewed distribution, layer norm with the Annotated
   // Transformer's options
-  await page.uncheck("#try-affine");
   await page.selectOption("#try-norm", "instance");
   await page.selectOption("#try-dist", "skewed");
   ({body} = await checkTry(page, {norm: "instance"}));
@@ -481,6 +503,29 @@ test("2. Try it: pasted JSON and the problems the API reports", async ({page}) =
   const text = await page.textContent("#try .problem");
   check(text.includes(problem.code) && text.includes(problem.detail) && text.includes("422"), `problem shown: ${text}`);
   await shot(page, "06-try-problem.png");
+});
+
+// A phone: nothing on lesson 2 may be wider than the screen; the ten-column
+// step previews scroll inside their card instead.
+async function pageWidth(page) {
+  return page.evaluate(() => ({doc: document.documentElement.scrollWidth, view: window.innerWidth}));
+}
+
+test("2. Try it fits a 390 px wide phone screen", async ({page}) => {
+  await page.setViewportSize({width: 390, height: 844});
+  await page.goto(`${BASE}/#try`);
+  for (const norm of ["layer", "rms", "group"]) {
+    if (norm !== "layer") await page.selectOption("#try-norm", norm);
+    await checkTry(page, {norm});
+    const w = await pageWidth(page);
+    eq(w.view, 390, "viewport width");
+    eq(w.doc, w.view, `${norm}: document width`);
+    const previews = await page.$$eval("#try-steps .step .preview", (els) => els.map((e) =>
+      ({overflow: getComputedStyle(e).overflowX, scrolls: e.scrollWidth > e.clientWidth})));
+    check(previews.length > 0 && previews.every((p) => p.overflow === "auto"), `${norm}: step previews scroll sideways`);
+    check(previews.some((p) => p.scrolls), `${norm}: a ten-column preview is wider than a phone and scrolls`);
+  }
+  await shot(page, "13-try-phone-390px.png");
 });
 
 async function checkLnRms(page) {
