@@ -14,9 +14,12 @@ static int batch_check(const norm_tensor_t *x, const norm_tensor_t *weight,
   if (err == NORM_OK) err = check_eps(p->eps);
   if (err != NORM_OK) return err;
   if ((unsigned)p->mode > NORM_EVAL) return NORM_E_ARG;
-  if (p->cumulative ? p->num_batches_tracked < 1
-                    : !(p->momentum >= 0.0 && p->momentum <= 1.0))
-    return p->cumulative ? NORM_E_ARG : NORM_E_MOMENTUM;
+  if (!p->cumulative && !(p->momentum >= 0.0 && p->momentum <= 1.0))
+    return NORM_E_MOMENTUM;
+  /* 1 / num_batches_tracked is only taken when running stats are updated. */
+  if (p->cumulative && p->mode == NORM_TRAIN && rmean != NULL &&
+      p->num_batches_tracked < 1)
+    return NORM_E_ARG;
   const int64_t *c = &x->shape[1];
   if ((err = check_vector(weight, c, 1, NORM_E_WEIGHT)) != NORM_OK) return err;
   if ((err = check_vector(bias, c, 1, NORM_E_BIAS)) != NORM_OK) return err;
@@ -48,8 +51,10 @@ int norm_batch_rows(const norm_tensor_t *x, const norm_tensor_t *weight,
   layout_t l = layout_channels(x);
   if ((err = check_range(begin, end, l.groups)) != NORM_OK) return err;
   double count = (double)layout_count(&l);
-  double factor =
-      p->cumulative ? 1.0 / (double)p->num_batches_tracked : p->momentum;
+  int update = p->mode == NORM_TRAIN && running_mean != NULL;
+  double factor = p->cumulative && update
+                      ? 1.0 / (double)p->num_batches_tracked
+                      : p->momentum;
   affine_t aff;
   engine_affine_init(&aff, &l, weight, bias);
   for (size_t c = begin; c < end; c++) {
@@ -61,7 +66,7 @@ int norm_batch_rows(const norm_tensor_t *x, const norm_tensor_t *weight,
       double m2;
       engine_moments(x, &l, c, &mean, &m2);
       var = m2 / count;
-      if (running_mean != NULL) {
+      if (update) {
         double rm = norm_tensor_get(running_mean, c);
         double rv = norm_tensor_get(running_var, c);
         norm_tensor_set(running_mean, c, (1.0 - factor) * rm + factor * mean);

@@ -196,6 +196,10 @@ typedef struct {
  * == 1 is NORM_E_TOO_FEW.
  * Eval: the same formula with mean_c = running_mean, var_c = running_var
  * (both required, NORM_E_RUNNING otherwise); stats report them.
+ * Momentum outside [0, 1] (or NaN) is NORM_E_MOMENTUM unless cumulative;
+ * with cumulative, num_batches_tracked < 1 is NORM_E_ARG only when the
+ * running stats are updated (train mode with running stats), and ignored
+ * otherwise.
  * Groups are channels. */
 int norm_batch(const norm_tensor_t *x, const norm_tensor_t *weight,
                const norm_tensor_t *bias, norm_tensor_t *running_mean,

@@ -1016,23 +1016,53 @@ START_TEST(test_err_eps_mode) {
 }
 END_TEST
 
-/* The cumulative factor 1 / num_batches_tracked needs a positive count. */
+/* The cumulative factor 1 / num_batches_tracked needs a positive count
+ * when it updates running stats (train mode with them); a failed call
+ * leaves them as they were. */
 START_TEST(test_err_cumulative_count) {
   norm_tensor_t x = mk(NORM_F32, 3, SHAPE(2, 3, 4));
   norm_tensor_t y = mk(NORM_F32, 3, SHAPE(2, 3, 4));
   norm_tensor_t rm = mk(NORM_F32, 1, SHAPE(3)), rv = mk(NORM_F32, 1, SHAPE(3));
-  int64_t bad[2] = {0, -3};
-  for (int i = 0; i < 2; i++) {
+  tu_fill_uniform(&x, 6, -1, 1);
+  tu_fill_uniform(&rv, 5, 1, 2);
+  norm_tensor_t rv0 = mk_copy(&rv);
+  int64_t bad[3] = {0, -3, INT64_MIN};
+  for (int i = 0; i < 3; i++) {
     norm_batch_params_t p = {NORM_TRAIN, 1e-5, 0.1, 1, bad[i]};
-    int rc = norm_batch(&x, NULL, NULL, &rm, &rv, &p, &y, NULL);
-    ck_assert_msg(rc == NORM_E_MOMENTUM || rc == NORM_E_ARG,
-                  "num_batches_tracked %lld: got %d (%s)", (long long)bad[i],
-                  rc, norm_err_name(rc));
+    EXPECT_RC(norm_batch(&x, NULL, NULL, &rm, &rv, &p, &y, NULL), NORM_E_ARG);
+    EXPECT_RC(norm_batch_rows(&x, NULL, NULL, &rm, &rv, &p, &y, NULL, 0, 3),
+              NORM_E_ARG);
+    p.momentum = NAN; /* ignored when cumulative */
+    EXPECT_RC(norm_batch(&x, NULL, NULL, &rm, &rv, &p, &y, NULL), NORM_E_ARG);
   }
+  ck_assert_msg(memcmp(rv.data, rv0.data, nbytes(&rv)) == 0,
+                "running stats changed by a failed call");
   tu_tensor_free(&x);
   tu_tensor_free(&y);
   tu_tensor_free(&rm);
   tu_tensor_free(&rv);
+  tu_tensor_free(&rv0);
+}
+END_TEST
+
+/* Without a running-stat update (eval mode, or train without running
+ * stats) num_batches_tracked is never used: any value is accepted and the
+ * result is the plain one. */
+START_TEST(test_cumulative_count_unused) {
+  int64_t counts[3] = {0, -3, INT64_MIN};
+  for (int i = 0; i < 3; i++) {
+    bcase_t c = bcase(NORM_F32, 3, SHAPE(4, 3, 5));
+    c.cumulative = 1;
+    c.nbt = counts[i];
+    c.mode = NORM_EVAL; /* running stats given, read only */
+    run_bcase(&c);
+    c.mode = NORM_TRAIN; /* no running stats */
+    run_bcase(&c);
+    c.xt = c.yt = NORM_F64;
+    c.affine = 0;
+    c.mode = NORM_EVAL;
+    run_bcase(&c);
+  }
 }
 END_TEST
 
@@ -1050,6 +1080,7 @@ Suite *norm_batch_suite(void) {
   tcase_add_test(tc, test_momentum_edges);
   tcase_add_test(tc, test_cumulative);
   tcase_add_test(tc, test_cumulative_average);
+  tcase_add_test(tc, test_cumulative_count_unused);
   tcase_add_test(tc, test_eval);
   tcase_add_test(tc, test_eval_single_value);
   tcase_add_test(tc, test_train_two_values);
