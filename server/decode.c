@@ -709,9 +709,85 @@ int decode_frame(const char *body, size_t len, int64_t header_length,
   return 0;
 }
 
+/* Where the byte at pos of a JSON text lies, as a path like
+ * `input.shape[0]` into path (cap bytes) and its top-level key into top
+ * (""  when the byte is not inside a top-level member). Scans the text up to
+ * pos only; the text is taken to be JSON up to there (jansson stopped at
+ * pos). Keys are cut at 40 bytes; containers deeper than PATH_DEPTH are
+ * left out of the path. */
+enum { PATH_DEPTH = 16, PATH_KEY_MAX = 40 };
+typedef struct {
+  int object, want_key; /* an object, waiting for a key */
+  size_t index;         /* an array: the element's index */
+  const char *key;      /* an object: the member's key (not NUL-terminated) */
+  size_t keylen;
+} path_step_t;
+
+static void json_path_at(const char *text, size_t len, size_t pos, char *path,
+                         size_t cap, char *top, size_t topcap) {
+  path_step_t st[PATH_DEPTH];
+  int depth = 0; /* containers open; only the first PATH_DEPTH recorded */
+  if (pos > len) pos = len;
+  for (size_t i = 0; i < pos; i++) {
+    char c = text[i];
+    int in = depth >= 1 && depth <= PATH_DEPTH; /* st[depth - 1] recorded */
+    if (c == '"') {
+      size_t start = ++i;
+      while (i < len && text[i] != '"') i += text[i] == '\\' ? 2 : 1;
+      if (in && st[depth - 1].object && st[depth - 1].want_key) {
+        st[depth - 1].key = text + start;
+        st[depth - 1].keylen = (i < len ? i : len) - start;
+      }
+    } else if (c == '{' || c == '[') {
+      if (depth < PATH_DEPTH)
+        st[depth] = (path_step_t){.object = c == '{', .want_key = c == '{'};
+      depth++;
+    } else if (c == '}' || c == ']') {
+      if (depth > 0) depth--;
+    } else if (c == ':' && in && st[depth - 1].object) {
+      st[depth - 1].want_key = 0;
+    } else if (c == ',' && in) {
+      if (st[depth - 1].object) {
+        st[depth - 1].want_key = 1;
+        st[depth - 1].key = NULL;
+      } else {
+        st[depth - 1].index++;
+      }
+    }
+  }
+  size_t o = 0;
+  path[0] = top[0] = '\0';
+  for (int d = 0; d < depth && d < PATH_DEPTH && o < cap; d++) {
+    int n;
+    if (!st[d].object)
+      n = snprintf(path + o, cap - o, "[%zu]", st[d].index);
+    else if (st[d].key != NULL && !st[d].want_key)
+      n = snprintf(path + o, cap - o, "%s%.*s", o ? "." : "",
+                   (int)(st[d].keylen < PATH_KEY_MAX ? st[d].keylen : PATH_KEY_MAX),
+                   st[d].key);
+    else
+      break; /* between members: the object itself */
+    if (d == 0 && st[0].object)
+      snprintf(top, topcap, "%s", path);
+    o += n > 0 ? (size_t)n : 0;
+  }
+}
+
+/* Only blanks (or nothing): what a POST without a body sends. */
+static int blank(const char *body, size_t len) {
+  for (size_t i = 0; i < len; i++)
+    if (body[i] != ' ' && body[i] != '\t' && body[i] != '\r' && body[i] != '\n')
+      return 0;
+  return 1;
+}
+
 int decode_json_root(decode_ctx_t *ctx, const char *body, size_t len,
                      json_t **root, problem_t *prob) {
   *root = NULL;
+  if (blank(body, len))
+    return problem_set(prob, 400, "malformed_json", NULL,
+                       "the request body is empty: send a JSON object (with "
+                       "a Content-Length, or chunked)");
   numarrays_t *arrays = &ctx->arrays;
   if (numarray_extract(body, len, arrays) != 0)
     return problem_set(prob, 500, "out_of_memory", NULL, "out of memory");
@@ -730,6 +806,19 @@ int decode_json_root(decode_ctx_t *ctx, const char *body, size_t len,
      * own text, so errors point at its lines and columns. */
     numarray_free(arrays);
     doc = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
+  }
+  if (doc == NULL && json_error_code(&jerr) == json_error_numeric_overflow) {
+    /* jansson reads integers into 64 bits and reals into doubles; say
+     * which field holds the number it could not */
+    char path[128], top[sizeof prob->field];
+    json_path_at(body, len, (size_t)jerr.position, path, sizeof path, top,
+                 sizeof top);
+    int integer = strncmp(jerr.text, "too big integer", 15) == 0;
+    return problem_set(prob, 400, "malformed_json", top[0] ? top : NULL,
+                       "%s%s%s at line %d, column %d (%s)", path,
+                       path[0] ? ": " : "", jerr.text, jerr.line, jerr.column,
+                       integer ? "a JSON integer must fit in 64 bits"
+                               : "beyond the range of a float64");
   }
   if (doc == NULL) {
     int dup = json_error_code(&jerr) == json_error_duplicate_key;

@@ -24,6 +24,42 @@ def test_400_not_json(daemon, body):
     assert_problem(daemon.post_json(LAYER, body), 400, "malformed_json")
 
 
+@pytest.mark.parametrize("body", [b"", b"  \r\n\t "])
+def test_400_empty_body_says_so(daemon, body):
+    doc = assert_problem(daemon.post_json(LAYER, body), 400, "malformed_json")
+    assert doc["detail"].startswith("the request body is empty"), doc
+    assert "line -1" not in doc["detail"] and "wrong arguments" not in doc["detail"]
+
+
+def test_400_post_without_content_length(daemon):
+    """No Content-Length and no chunked encoding: an empty body, said so."""
+    raw = raw_exchange(daemon.port, b"POST /v1/norm/layer HTTP/1.1\r\nHost: x\r\n"
+                                    b"Content-Type: application/json\r\n"
+                                    b"Connection: close\r\n\r\n")
+    assert status_of(raw) == 400, raw
+    doc = json.loads(raw.split(b"\r\n\r\n", 1)[1])
+    assert doc["code"] == "malformed_json"
+    assert doc["detail"].startswith("the request body is empty"), doc
+
+
+@pytest.mark.parametrize("body, field, where, why", [
+    (b'{"input": {"shape": [99999999999999999999], "data": [1]}}', "input",
+     "input.shape[0]: too big integer", "64 bits"),
+    (b'{"input": [[1, 2]], "normalized_shape": [2, 99999999999999999999]}',
+     "normalized_shape", "normalized_shape[1]: too big integer", "64 bits"),
+    (b'{"input": [1, 2], "eps": 1e999}', "eps",
+     "eps: real number overflow", "float64"),
+    (b'{"input": [1, 2], "weight": {"shape": [2], "data": [1, -1e400]}}',
+     "weight", "weight.data[1]: real number overflow", "float64"),
+])
+def test_400_number_out_of_range_names_the_field(daemon, body, field, where,
+                                                  why):
+    doc = assert_problem(daemon.post_json(LAYER, body), 400, "malformed_json",
+                         field=field)
+    assert doc["detail"].startswith(where), doc
+    assert why in doc["detail"] and "line 1, column" in doc["detail"], doc
+
+
 def test_400_duplicate_key(daemon):
     r = daemon.post_json(LAYER, b'{"input": [1, 2], "input": [3, 4]}')
     assert_problem(r, 400, "duplicate_key")
