@@ -36,6 +36,7 @@
 #include <netdb.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1060,6 +1061,19 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **state,
   metrics_inflight_add(-1);
 }
 
+/* libmicrohttpd's own messages (MHD_OPTION_EXTERNAL_LOGGER): one warn line
+ * each, timestamped like the rest, without MHD's trailing newline, and
+ * escaped (a message may quote what a client sent). */
+static void mhd_log(void *cls, const char *fmt, va_list ap) {
+  (void)cls;
+  if (!log_enabled(LOG_WARN)) return;
+  char text[512], safe[1024];
+  vsnprintf(text, sizeof text, fmt, ap);
+  size_t n = strlen(text);
+  while (n > 0 && (text[n - 1] == '\n' || text[n - 1] == '\r')) text[--n] = '\0';
+  log_msg(LOG_WARN, "libmicrohttpd: %s", log_escape(safe, sizeof safe, text));
+}
+
 /* MHD's unescape callback: router_unescape (%00 stays undecoded). */
 static size_t unescape(void *cls, struct MHD_Connection *c, char *s) {
   (void)cls;
@@ -1154,8 +1168,11 @@ server_t *http_start(const config_t *cfg, pool_t *pool, char *err,
                    MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC | MHD_USE_ERROR_LOG;
   if (ipv6) flags |= MHD_USE_IPv6;
   if (tls) flags |= MHD_USE_TLS;
-  struct MHD_OptionItem opts[13];
+  struct MHD_OptionItem opts[14];
   int n = 0;
+  /* first, or MHD prints what comes before it with its own logger */
+  opts[n++] = (struct MHD_OptionItem){MHD_OPTION_EXTERNAL_LOGGER,
+                                      (intptr_t)mhd_log, NULL};
   opts[n++] = (struct MHD_OptionItem){MHD_OPTION_SOCK_ADDR, 0, &addr};
   opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_LIMIT,
                                       (intptr_t)cfg->max_connections, NULL};

@@ -95,15 +95,21 @@ int main(int argc, char **argv) {
     pool_stop(pool);
     return 1;
   }
+  int ipv6 = strchr(cfg.host, ':') != NULL; /* a URL brackets its address */
   log_msg(LOG_WARN,
-          "normd %s (%s) listening on %s://%s:%u threads=%lld "
+          "normd %s (%s) listening on %s://%s%s%s:%u threads=%lld "
           "http_threads=%lld max_body_bytes=%lld max_elements=%lld "
-          "max_inflight=%lld api_keys=%s",
+          "max_inflight=%lld max_json_depth=%lld max_connections=%lld "
+          "per_ip_connections=%lld request_timeout_s=%lld "
+          "connection_timeout_s=%lld drain_timeout_s=%lld api_keys=%s",
           NORMD_VERSION, NORMD_REVISION, http_tls(srv) ? "https" : "http",
-          cfg.host, http_port(srv),
+          ipv6 ? "[" : "", cfg.host, ipv6 ? "]" : "", http_port(srv),
           (long long)cfg.threads, (long long)cfg.http_threads,
           (long long)cfg.max_body_bytes, (long long)cfg.max_elements,
-          (long long)cfg.max_inflight,
+          (long long)cfg.max_inflight, (long long)cfg.max_json_depth,
+          (long long)cfg.max_connections, (long long)cfg.per_ip_connections,
+          (long long)cfg.request_timeout_s, (long long)cfg.connection_timeout_s,
+          (long long)cfg.drain_timeout_s,
           http_auth(srv) ? cfg.api_key_scope : "off");
 
   int sig = 0;
