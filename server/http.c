@@ -243,13 +243,15 @@ static int origin_allowed(const char *origins, const char *origin) {
 static void add_cors(request_state_t *rs, struct MHD_Response *resp) {
   const char *origins = rs->srv->cfg->cors_origins;
   const char *origin = header(rs->mhd_conn, "Origin");
+  int listed = origins[0] != '\0' && strcmp(origins, "*") != 0;
+  /* With a list, every answer depends on Origin (allowed or not, or none):
+   * a cache must not hand one origin's answer to another. */
+  if (listed) MHD_add_response_header(resp, "Vary", "Origin");
   if (!origin_allowed(origins, origin)) return;
-  if (strcmp(origins, "*") == 0) {
-    MHD_add_response_header(resp, "Access-Control-Allow-Origin", "*");
-  } else {
+  if (listed)
     MHD_add_response_header(resp, "Access-Control-Allow-Origin", origin);
-    MHD_add_response_header(resp, "Vary", "Origin");
-  }
+  else
+    MHD_add_response_header(resp, "Access-Control-Allow-Origin", "*");
   MHD_add_response_header(resp, "Access-Control-Expose-Headers",
                           "Retry-After, Inference-Header-Content-Length");
   if (strcmp(rs->method, "OPTIONS") == 0 && rs->route != NULL) {

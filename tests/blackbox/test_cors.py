@@ -96,6 +96,22 @@ def test_other_origins_get_no_acao(listed, origin):
                          headers={"Origin": origin})
     assert r.status == 200  # CORS is the browser's business; we just don't allow
     assert r.header("Access-Control-Allow-Origin") is None
+    assert r.header("Vary") == "Origin"  # the answer depends on it
+
+
+def test_vary_origin_on_every_answer_with_a_list(listed):
+    """With a list of origins every response varies with Origin: refused,
+    missing, errors and GET routes included, so a shared cache cannot serve
+    one origin's answer to another."""
+    assert listed.get("/healthz").header("Vary") == "Origin"
+    assert listed.get("/healthz", headers={"Origin": "https://x.example"}
+                      ).header("Vary") == "Origin"
+    r = listed.get("/nope", headers={"Origin": ALLOWED})
+    assert r.status == 404 and r.header("Vary") == "Origin"
+    r = listed.post_json("/v1/norm/layer", b"{", headers={"Origin": "null"})
+    assert r.status == 400 and r.header("Vary") == "Origin"
+    r = preflight(listed, "/v1/norm/layer", "https://x.example", "content-type")
+    assert r.status == 204 and r.header("Vary") == "Origin"
 
 
 def test_cors_disabled(make_daemon):
