@@ -6,26 +6,6 @@
 
 #include "testutil.h"
 
-#define SHAPE(...) ((const int64_t[]){__VA_ARGS__})
-#define EXPECT_RC(call, want)                                                  \
-  do {                                                                         \
-    int rc_ = (call), want_ = (want);                                          \
-    ck_assert_msg(rc_ == want_, "%s: got %d (%s), want %d (%s)", #call, rc_,   \
-                  norm_err_name(rc_), want_, norm_err_name(want_));            \
-  } while (0)
-
-static norm_tensor_t mk(norm_dtype_t dt, int rank, const int64_t *shape) {
-  norm_tensor_t t;
-  memset(&t, 0, sizeof t);
-  t.dtype = dt;
-  t.rank = rank;
-  size_t n = 1;
-  for (int i = 0; i < rank; i++)
-    n *= (size_t)(t.shape[i] = shape[i]);
-  t.data = tu_alloc_guarded(n * norm_dtype_size(dt));
-  return t;
-}
-
 static norm_moments_t *mom_alloc(size_t n) {
   return tu_alloc_guarded(n * sizeof(norm_moments_t));
 }
@@ -109,13 +89,13 @@ static void run_moments(const norm_tensor_t *x, norm_moments_layout_t layout,
 START_TEST(test_rows_layout) {
   norm_dtype_t dts[4] = {NORM_F32, NORM_F64, NORM_F16, NORM_BF16};
   for (int d = 0; d < 4; d++) {
-    norm_tensor_t x = mk(dts[d], 3, SHAPE(4, 5, 6));
+    norm_tensor_t x = tu_mk(dts[d], 3, SHAPE(4, 5, 6));
     tu_fill_uniform(&x, 10 + (uint64_t)d, -3, 7);
     for (int nd = 1; nd <= 3; nd++)
       run_moments(&x, NORM_MOMENTS_ROWS, nd, 1e-12);
     tu_tensor_free(&x);
   }
-  norm_tensor_t v = mk(NORM_F32, 1, SHAPE(37));
+  norm_tensor_t v = tu_mk(NORM_F32, 1, SHAPE(37));
   tu_fill_uniform(&v, 3, 0, 1);
   run_moments(&v, NORM_MOMENTS_ROWS, 1, 1e-12);
   tu_tensor_free(&v);
@@ -125,16 +105,16 @@ END_TEST
 START_TEST(test_channels_layout) {
   norm_dtype_t dts[4] = {NORM_F32, NORM_F64, NORM_F16, NORM_BF16};
   for (int d = 0; d < 4; d++) {
-    norm_tensor_t x = mk(dts[d], 4, SHAPE(3, 5, 2, 4));
+    norm_tensor_t x = tu_mk(dts[d], 4, SHAPE(3, 5, 2, 4));
     tu_fill_uniform(&x, 20 + (uint64_t)d, -2, 1);
     run_moments(&x, NORM_MOMENTS_CHANNELS, 0, 1e-12);
     tu_tensor_free(&x);
   }
-  norm_tensor_t x2 = mk(NORM_F32, 2, SHAPE(9, 4));
+  norm_tensor_t x2 = tu_mk(NORM_F32, 2, SHAPE(9, 4));
   tu_fill_uniform(&x2, 5, -1, 1);
   run_moments(&x2, NORM_MOMENTS_CHANNELS, 0, 1e-12);
   tu_tensor_free(&x2);
-  norm_tensor_t x3 = mk(NORM_F64, 3, SHAPE(4, 3, 5));
+  norm_tensor_t x3 = tu_mk(NORM_F64, 3, SHAPE(4, 3, 5));
   tu_fill_uniform(&x3, 6, -1, 1);
   run_moments(&x3, NORM_MOMENTS_CHANNELS, 0, 1e-12);
   tu_tensor_free(&x3);
@@ -143,7 +123,7 @@ END_TEST
 
 /* One value per group: count 1, mean = x, M2 = 0. */
 START_TEST(test_single_values) {
-  norm_tensor_t x = mk(NORM_F64, 2, SHAPE(5, 1));
+  norm_tensor_t x = tu_mk(NORM_F64, 2, SHAPE(5, 1));
   tu_fill_uniform(&x, 4, -9, 9);
   norm_moments_params_t p = {NORM_MOMENTS_ROWS, 1};
   norm_moments_t out[5];
@@ -158,7 +138,7 @@ END_TEST
 
 /* Constant rows: M2 is (essentially) 0 and never negative or NaN. */
 START_TEST(test_constant_rows) {
-  norm_tensor_t x = mk(NORM_F32, 2, SHAPE(3, 50));
+  norm_tensor_t x = tu_mk(NORM_F32, 2, SHAPE(3, 50));
   double vals[3] = {0.1, -12345.67, 3e30};
   for (size_t i = 0; i < 150; i++)
     norm_tensor_set(&x, i, vals[i / 50]);
@@ -180,12 +160,12 @@ END_TEST
 
 /* |mean| 1e4, std 1e-2: sum(x^2) - n * mean^2 would be off by ~1e-4. */
 START_TEST(test_large_mean) {
-  norm_tensor_t x = mk(NORM_F32, 2, SHAPE(4, 300));
+  norm_tensor_t x = tu_mk(NORM_F32, 2, SHAPE(4, 300));
   tu_fill_uniform(&x, 7, 1e4 - 0.017, 1e4 + 0.017);
   run_moments(&x, NORM_MOMENTS_ROWS, 1, 1e-10);
   run_moments(&x, NORM_MOMENTS_ROWS, 2, 1e-10);
   tu_tensor_free(&x);
-  norm_tensor_t x64 = mk(NORM_F64, 3, SHAPE(6, 3, 40));
+  norm_tensor_t x64 = tu_mk(NORM_F64, 3, SHAPE(6, 3, 40));
   tu_fill_uniform(&x64, 8, -1e6 - 1e-3, -1e6 + 1e-3);
   run_moments(&x64, NORM_MOMENTS_CHANNELS, 0, 1e-8);
   tu_tensor_free(&x64);
@@ -193,7 +173,7 @@ START_TEST(test_large_mean) {
 END_TEST
 
 START_TEST(test_nan_isolated) {
-  norm_tensor_t x = mk(NORM_F32, 2, SHAPE(3, 8));
+  norm_tensor_t x = tu_mk(NORM_F32, 2, SHAPE(3, 8));
   tu_fill_uniform(&x, 9, -1, 1);
   norm_tensor_set(&x, 8 + 3, NAN);
   norm_moments_params_t p = {NORM_MOMENTS_ROWS, 1};
@@ -236,7 +216,7 @@ static void rows_split(const norm_tensor_t *x, norm_moments_params_t p) {
 }
 
 START_TEST(test_rows_split) {
-  norm_tensor_t x = mk(NORM_F32, 3, SHAPE(4, 5, 6));
+  norm_tensor_t x = tu_mk(NORM_F32, 3, SHAPE(4, 5, 6));
   tu_fill_uniform(&x, 11, -1, 4);
   norm_moments_params_t rows = {NORM_MOMENTS_ROWS, 1};
   rows_split(&x, rows);
@@ -249,7 +229,7 @@ START_TEST(test_rows_split) {
 END_TEST
 
 START_TEST(test_rows_bad_range) {
-  norm_tensor_t x = mk(NORM_F32, 2, SHAPE(4, 6));
+  norm_tensor_t x = tu_mk(NORM_F32, 2, SHAPE(4, 6));
   norm_moments_params_t p = {NORM_MOMENTS_ROWS, 1};
   norm_moments_t out[8];
   EXPECT_RC(norm_moments_rows(&x, &p, out, 0, 5), NORM_E_RANGE);
@@ -442,7 +422,7 @@ END_TEST
 /* ---- Errors ------------------------------------------------------------- */
 
 START_TEST(test_err_args) {
-  norm_tensor_t x = mk(NORM_F32, 3, SHAPE(2, 3, 4));
+  norm_tensor_t x = tu_mk(NORM_F32, 3, SHAPE(2, 3, 4));
   norm_moments_params_t p = {NORM_MOMENTS_ROWS, 1};
   norm_moments_t out[24];
   EXPECT_RC(norm_moments(NULL, &p, out), NORM_E_NULL);
@@ -461,7 +441,7 @@ START_TEST(test_err_args) {
   }
   tu_tensor_free(&x);
 
-  norm_tensor_t v = mk(NORM_F32, 1, SHAPE(4));
+  norm_tensor_t v = tu_mk(NORM_F32, 1, SHAPE(4));
   norm_moments_params_t ch = {NORM_MOMENTS_CHANNELS, 0};
   EXPECT_RC(norm_moments(&v, &ch, out), NORM_E_CHANNELS);
   tu_tensor_free(&v);

@@ -6,144 +6,17 @@
 
 #include "testutil.h"
 
-#define SHAPE(...) ((const int64_t[]){__VA_ARGS__})
-#define EXPECT_RC(call, want)                                                  \
-  do {                                                                         \
-    int rc_ = (call), want_ = (want);                                          \
-    ck_assert_msg(rc_ == want_, "%s: got %d (%s), want %d (%s)", #call, rc_,   \
-                  norm_err_name(rc_), want_, norm_err_name(want_));            \
-  } while (0)
-
-static norm_tensor_t mk(norm_dtype_t dt, int rank, const int64_t *shape) {
-  norm_tensor_t t;
-  memset(&t, 0, sizeof t);
-  t.dtype = dt;
-  t.rank = rank;
-  size_t n = 1;
-  for (int i = 0; i < rank; i++)
-    n *= (size_t)(t.shape[i] = shape[i]);
-  t.data = tu_alloc_guarded(n * norm_dtype_size(dt));
-  return t;
-}
-
-static norm_tensor_t mk_copy(const norm_tensor_t *src) {
-  norm_tensor_t t = mk(src->dtype, src->rank, src->shape);
-  memcpy(t.data, src->data, tu_numel(src) * norm_dtype_size(src->dtype));
-  return t;
-}
-
-static size_t nbytes(const norm_tensor_t *t) {
-  return tu_numel(t) * norm_dtype_size(t->dtype);
-}
-
-static double *to_doubles(const norm_tensor_t *t) {
-  size_t n = tu_numel(t);
-  double *d = malloc(n * sizeof *d);
-  ck_assert_ptr_nonnull(d);
-  for (size_t i = 0; i < n; i++)
-    d[i] = norm_tensor_get(t, i);
-  return d;
-}
-
-/* Sign-magnitude 16-bit pattern to a monotone integer. */
-static int ord16(uint16_t h) {
-  return (h & 0x8000) ? -(int)(h & 0x7fff) : (int)h;
-}
-
-/* f32: tu_close(tol); f64: tu_close(tol64); f16/bf16: within 1 ulp of the
- * reference rounded to the format (or within f32 tolerance, for results so
- * close to 0 that the format's ulp is finer than float arithmetic). */
-static int out_close(const norm_tensor_t *y, size_t i, double ref, double tol,
-                     double tol64) {
-  double got = norm_tensor_get(y, i);
-  if (isnan(ref))
-    return isnan(got);
-  switch (y->dtype) {
-  case NORM_F32:
-    return tu_close(got, ref, tol);
-  case NORM_F64:
-    return tu_close(got, ref, tol64);
-  case NORM_F16:
-  case NORM_BF16: {
-    uint16_t g = ((const uint16_t *)y->data)[i];
-    uint16_t w = y->dtype == NORM_F16 ? norm_f16_from_float((float)ref)
-                                      : norm_bf16_from_float((float)ref);
-    if (isnan(got))
-      return 0;
-    return abs(ord16(g) - ord16(w)) <= 1 || tu_close(got, ref, 1e-6);
-  }
-  default:
-    return 0;
-  }
-}
-
-static void check_tensor(const char *what, const norm_tensor_t *y,
-                         const double *ref, double tol, double tol64) {
-  size_t n = tu_numel(y);
-  for (size_t i = 0; i < n; i++)
-    ck_assert_msg(out_close(y, i, ref[i], tol, tol64),
-                  "%s[%zu] (%s): got %.17g want %.17g", what, i,
-                  norm_dtype_name(y->dtype), norm_tensor_get(y, i), ref[i]);
-}
-
-/* Relative closeness for double statistics. */
-static int rel_close(double got, double want, double tol) {
-  if (isnan(want))
-    return isnan(got);
-  if (got == want)
-    return 1;
-  return fabs(got - want) <= tol * fabs(want) + 1e-300;
-}
-
-static void check_stats(const char *what, const double *got, const double *ref,
-                        size_t n, double tol) {
-  for (size_t i = 0; i < n; i++)
-    ck_assert_msg(rel_close(got[i], ref[i], tol),
-                  "%s[%zu]: got %.17g want %.17g", what, i, got[i], ref[i]);
-}
-
-/* Variance against the naive reference, whose own mean carries a rounding
- * error of ~1e-16 * |mean|: that adds up to ~(1e-16 * mean)^2 to its var. */
-static int var_close(double got, double want, double mean, double tol) {
-  return rel_close(got, want, tol) || fabs(got - want) <= 1e-28 * mean * mean;
-}
-
 /* ---- reference ----------------------------------------------------------- */
 
-/* Per channel over N and spatial, two passes in double. Eval takes mean/var
- * from rm/rv. y = (x - mean) / sqrt(var + eps) * w + b. */
+/* Per channel over N and spatial (testutil.h's tu_ref_nc); eval takes
+ * mean / var from rm / rv. */
 static void ref_batch(const double *x, size_t N, size_t C, size_t S,
                       const double *w, const double *b, double eps, int eval,
                       const double *rm, const double *rv, double *y,
                       double *mean, double *var, double *rstd) {
-  for (size_t c = 0; c < C; c++) {
-    double m, v;
-    if (eval) {
-      m = rm[c];
-      v = rv[c];
-    } else {
-      double s = 0, ss = 0;
-      for (size_t n = 0; n < N; n++)
-        for (size_t k = 0; k < S; k++)
-          s += x[(n * C + c) * S + k];
-      m = s / (double)(N * S);
-      for (size_t n = 0; n < N; n++)
-        for (size_t k = 0; k < S; k++) {
-          double d = x[(n * C + c) * S + k] - m;
-          ss += d * d;
-        }
-      v = ss / (double)(N * S);
-    }
-    double r = 1.0 / sqrt(v + eps);
-    mean[c] = m;
-    var[c] = v;
-    rstd[c] = r;
-    for (size_t n = 0; n < N; n++)
-      for (size_t k = 0; k < S; k++) {
-        size_t i = (n * C + c) * S + k;
-        y[i] = (x[i] - m) * r * (w ? w[c] : 1.0) + (b ? b[c] : 0.0);
-      }
-  }
+  tu_nc_t l = {N, C, S, C, 1};
+  tu_ref_nc(x, &l, w, b, eps, eval ? rm : NULL, eval ? rv : NULL, y, mean, var,
+            rstd);
 }
 
 /* running = (1 - f) * running + f * batch, batch var unbiased. */
@@ -196,8 +69,8 @@ typedef struct {
 
 static void bfix_init(bfix_t *f, const bcase_t *c) {
   memset(f, 0, sizeof *f);
-  f->x = mk(c->xt, c->rank, c->shape);
-  f->y = mk(c->yt, c->rank, c->shape);
+  f->x = tu_mk(c->xt, c->rank, c->shape);
+  f->y = tu_mk(c->yt, c->rank, c->shape);
   tu_fill_uniform(&f->x, c->seed, c->lo, c->hi);
   f->N = (size_t)c->shape[0];
   f->C = (size_t)c->shape[1];
@@ -207,14 +80,14 @@ static void bfix_init(bfix_t *f, const bcase_t *c) {
   f->numel = f->N * f->C * f->S;
   int64_t cs[1] = {c->shape[1]};
   if (c->affine) {
-    f->w = mk(c->wt, 1, cs);
-    f->b = mk(c->wt, 1, cs);
+    f->w = tu_mk(c->wt, 1, cs);
+    f->b = tu_mk(c->wt, 1, cs);
     tu_fill_uniform(&f->w, c->seed + 1, 0.5, 2);
     tu_fill_uniform(&f->b, c->seed + 2, -1, 1);
   }
   if (c->running || c->mode == NORM_EVAL) {
-    f->rm = mk(c->rt, 1, cs);
-    f->rv = mk(c->rt, 1, cs);
+    f->rm = tu_mk(c->rt, 1, cs);
+    f->rv = tu_mk(c->rt, 1, cs);
     tu_fill_uniform(&f->rm, c->seed + 3, -1, 1);
     tu_fill_uniform(&f->rv, c->seed + 4, 0.5, 3);
   }
@@ -250,11 +123,11 @@ static void run_bcase(const bcase_t *c) {
   bfix_init(&f, c);
   norm_batch_params_t p = bparams(c);
   norm_stats_t st = {f.mean, f.var, f.rstd, NULL};
-  double *x = to_doubles(&f.x);
-  double *w = c->affine ? to_doubles(&f.w) : NULL;
-  double *b = c->affine ? to_doubles(&f.b) : NULL;
-  double *rm = f.rm.data ? to_doubles(&f.rm) : NULL;
-  double *rv = f.rv.data ? to_doubles(&f.rv) : NULL;
+  double *x = tu_to_doubles(&f.x);
+  double *w = c->affine ? tu_to_doubles(&f.w) : NULL;
+  double *b = c->affine ? tu_to_doubles(&f.b) : NULL;
+  double *rm = f.rm.data ? tu_to_doubles(&f.rm) : NULL;
+  double *rv = f.rv.data ? tu_to_doubles(&f.rv) : NULL;
   double *y = malloc(f.numel * sizeof *y);
   double mean[64], var[64], rstd[64];
   ck_assert(f.C <= 64);
@@ -267,12 +140,8 @@ static void run_bcase(const bcase_t *c) {
             mean, var, rstd);
   double tol = c->tol > 0 ? c->tol : 1e-6;
   double tol64 = c->tol64 > 0 ? c->tol64 : 1e-12;
-  check_tensor("y", &f.y, y, tol, tol64);
-  check_stats("mean", f.mean, mean, f.C, 1e-10);
-  for (size_t k = 0; k < f.C; k++)
-    ck_assert_msg(var_close(f.var[k], var[k], mean[k], 1e-10),
-                  "var[%zu]: got %.17g want %.17g", k, f.var[k], var[k]);
-  check_stats("rstd", f.rstd, rstd, f.C, 1e-10);
+  tu_check_output("y", &f.y, y, tol, tol64);
+  tu_check_stats(&st, mean, var, rstd, f.C, 1e-10);
 
   if (rm) {
     if (c->mode == NORM_TRAIN) {
@@ -280,8 +149,8 @@ static void run_bcase(const bcase_t *c) {
       ref_running(f.C, f.N * f.S, fac, mean, var, rm, rv);
     }
     /* eval: unchanged, compared against the values read before the call */
-    check_tensor("running_mean", &f.rm, rm, 1e-6, 1e-12);
-    check_tensor("running_var", &f.rv, rv, 1e-6, 1e-12);
+    tu_check_output("running_mean", &f.rm, rm, 1e-6, 1e-12);
+    tu_check_output("running_var", &f.rv, rv, 1e-6, 1e-12);
     free(rm);
     free(rv);
   }
@@ -367,20 +236,21 @@ END_TEST
 
 /* Weight given, bias absent and vice versa. */
 START_TEST(test_weight_or_bias_only) {
-  norm_tensor_t x = mk(NORM_F32, 3, SHAPE(3, 2, 4));
-  norm_tensor_t y = mk(NORM_F32, 3, SHAPE(3, 2, 4));
-  norm_tensor_t wb = mk(NORM_F32, 1, SHAPE(2));
+  norm_tensor_t x = tu_mk(NORM_F32, 3, SHAPE(3, 2, 4));
+  norm_tensor_t y = tu_mk(NORM_F32, 3, SHAPE(3, 2, 4));
+  norm_tensor_t wb = tu_mk(NORM_F32, 1, SHAPE(2));
   tu_fill_uniform(&x, 7, -1, 1);
   tu_fill_uniform(&wb, 8, 1, 2);
-  double *xd = to_doubles(&x), *wd = to_doubles(&wb), ref[24], m[2], v[2], r[2];
+  double *xd = tu_to_doubles(&x), *wd = tu_to_doubles(&wb), ref[24], m[2], v[2],
+         r[2];
   norm_batch_params_t p = {NORM_TRAIN, 1e-5, 0.1, 0, 0};
   norm_stats_t st = {NULL, NULL, NULL, NULL};
   EXPECT_RC(norm_batch(&x, &wb, NULL, NULL, NULL, &p, &y, &st), NORM_OK);
   ref_batch(xd, 3, 2, 4, wd, NULL, 1e-5, 0, NULL, NULL, ref, m, v, r);
-  check_tensor("y(w)", &y, ref, 1e-6, 1e-12);
+  tu_check_output("y(w)", &y, ref, 1e-6, 1e-12);
   EXPECT_RC(norm_batch(&x, NULL, &wb, NULL, NULL, &p, &y, &st), NORM_OK);
   ref_batch(xd, 3, 2, 4, NULL, wd, 1e-5, 0, NULL, NULL, ref, m, v, r);
-  check_tensor("y(b)", &y, ref, 1e-6, 1e-12);
+  tu_check_output("y(b)", &y, ref, 1e-6, 1e-12);
   free(xd);
   free(wd);
   tu_tensor_free(&x);
@@ -420,15 +290,16 @@ END_TEST
  * mean is the plain average of the batch means (PyTorch's momentum=None). */
 START_TEST(test_cumulative_average) {
   const size_t C = 3;
-  norm_tensor_t rm = mk(NORM_F64, 1, SHAPE(3)), rv = mk(NORM_F64, 1, SHAPE(3));
+  norm_tensor_t rm = tu_mk(NORM_F64, 1, SHAPE(3)),
+                rv = tu_mk(NORM_F64, 1, SHAPE(3));
   for (size_t c = 0; c < C; c++) {
     norm_tensor_set(&rm, c, 0.0);
     norm_tensor_set(&rv, c, 1.0);
   }
   double sum_m[3] = {0}, sum_v[3] = {0};
   for (int k = 0; k < 3; k++) {
-    norm_tensor_t x = mk(NORM_F64, 3, SHAPE(2, 3, 4));
-    norm_tensor_t y = mk(NORM_F64, 3, SHAPE(2, 3, 4));
+    norm_tensor_t x = tu_mk(NORM_F64, 3, SHAPE(2, 3, 4));
+    norm_tensor_t y = tu_mk(NORM_F64, 3, SHAPE(2, 3, 4));
     tu_fill_uniform(&x, 100 + (uint64_t)k, -2.0 + k, 3.0 + 2 * k);
     double m[3], v[3];
     norm_stats_t st = {m, v, NULL, NULL};
@@ -490,14 +361,14 @@ START_TEST(test_train_two_values) {
 END_TEST
 
 START_TEST(test_in_place) {
-  norm_tensor_t x = mk(NORM_F32, 3, SHAPE(3, 4, 5));
+  norm_tensor_t x = tu_mk(NORM_F32, 3, SHAPE(3, 4, 5));
   tu_fill_uniform(&x, 9, -4, 4);
-  double *xd = to_doubles(&x), ref[60], m[4], v[4], r[4];
+  double *xd = tu_to_doubles(&x), ref[60], m[4], v[4], r[4];
   norm_batch_params_t p = {NORM_TRAIN, 1e-5, 0.1, 0, 0};
   norm_stats_t st = {NULL, NULL, NULL, NULL};
   EXPECT_RC(norm_batch(&x, NULL, NULL, NULL, NULL, &p, &x, &st), NORM_OK);
   ref_batch(xd, 3, 4, 5, NULL, NULL, 1e-5, 0, NULL, NULL, ref, m, v, r);
-  check_tensor("y", &x, ref, 1e-6, 1e-12);
+  tu_check_output("y", &x, ref, 1e-6, 1e-12);
   free(xd);
   tu_tensor_free(&x);
 }
@@ -531,10 +402,10 @@ START_TEST(test_constant_channels) {
   double vals[3] = {0.1, -7.25, 12345.678};
   for (int d = 0; d < 4; d++)
     for (int k = 0; k < 3; k++) {
-      norm_tensor_t x = mk(dts[d], 3, SHAPE(5, 2, 7));
-      norm_tensor_t y = mk(dts[d], 3, SHAPE(5, 2, 7));
-      norm_tensor_t rm = mk(NORM_F64, 1, SHAPE(2)),
-                    rv = mk(NORM_F64, 1, SHAPE(2));
+      norm_tensor_t x = tu_mk(dts[d], 3, SHAPE(5, 2, 7));
+      norm_tensor_t y = tu_mk(dts[d], 3, SHAPE(5, 2, 7));
+      norm_tensor_t rm = tu_mk(NORM_F64, 1, SHAPE(2)),
+                    rv = tu_mk(NORM_F64, 1, SHAPE(2));
       for (size_t i = 0; i < 70; i++)
         norm_tensor_set(&x, i, vals[k]);
       double m[2], v[2], r[2];
@@ -548,7 +419,7 @@ START_TEST(test_constant_channels) {
       }
       for (int c = 0; c < 2; c++) {
         ck_assert_msg(v[c] >= 0 && v[c] < 1e-20, "var %g", v[c]);
-        ck_assert(rel_close(r[c], 1 / sqrt(v[c] + 1e-5), 1e-12));
+        ck_assert(tu_rel_close(r[c], 1 / sqrt(v[c] + 1e-5), 1e-12));
         ck_assert(tu_close(m[c], norm_tensor_get(&x, 0), 1e-15));
         ck_assert(isfinite(norm_tensor_get(&rv, (size_t)c)));
       }
@@ -563,9 +434,9 @@ END_TEST
 /* A constant channel with bias gives exactly the bias, also with eps = 0
  * (0, not NaN); eps = 0 is allowed on data with spread. */
 START_TEST(test_constant_with_bias_and_zero_eps) {
-  norm_tensor_t x = mk(NORM_F32, 2, SHAPE(4, 2));
-  norm_tensor_t y = mk(NORM_F32, 2, SHAPE(4, 2));
-  norm_tensor_t b = mk(NORM_F32, 1, SHAPE(2));
+  norm_tensor_t x = tu_mk(NORM_F32, 2, SHAPE(4, 2));
+  norm_tensor_t y = tu_mk(NORM_F32, 2, SHAPE(4, 2));
+  norm_tensor_t b = tu_mk(NORM_F32, 1, SHAPE(2));
   for (size_t i = 0; i < 8; i++)
     norm_tensor_set(&x, i, 3.0);
   norm_tensor_set(&b, 0, 0.5);
@@ -575,7 +446,7 @@ START_TEST(test_constant_with_bias_and_zero_eps) {
   for (size_t i = 0; i < 8; i++)
     ck_assert(norm_tensor_get(&y, i) == (i % 2 ? -2.0 : 0.5));
   p.eps = 0;
-  memset(y.data, 0, nbytes(&y));
+  memset(y.data, 0, tu_nbytes(&y));
   EXPECT_RC(norm_batch(&x, NULL, &b, NULL, NULL, &p, &y, NULL), NORM_OK);
   for (size_t i = 0; i < 8; i++)
     ck_assert_msg(norm_tensor_get(&y, i) == (i % 2 ? -2.0 : 0.5),
@@ -593,13 +464,15 @@ END_TEST
 /* NaN or Inf in one channel poisons that channel only. */
 static void poison_case(double bad) {
   const size_t N = 3, C = 4, S = 5, n = N * C * S;
-  norm_tensor_t x = mk(NORM_F32, 3, SHAPE(3, 4, 5));
-  norm_tensor_t y = mk(NORM_F32, 3, SHAPE(3, 4, 5));
-  norm_tensor_t rm = mk(NORM_F32, 1, SHAPE(4)), rv = mk(NORM_F32, 1, SHAPE(4));
+  norm_tensor_t x = tu_mk(NORM_F32, 3, SHAPE(3, 4, 5));
+  norm_tensor_t y = tu_mk(NORM_F32, 3, SHAPE(3, 4, 5));
+  norm_tensor_t rm = tu_mk(NORM_F32, 1, SHAPE(4)),
+                rv = tu_mk(NORM_F32, 1, SHAPE(4));
   tu_fill_uniform(&x, 11, -1, 1);
   tu_fill_uniform(&rv, 12, 1, 2);
   norm_tensor_set(&x, (1 * C + 2) * S + 3, bad); /* channel 2 */
-  double *xd = to_doubles(&x), ref[60], m[4], v[4], r[4], gm[4], gv[4], gr[4];
+  double *xd = tu_to_doubles(&x), ref[60], m[4], v[4], r[4], gm[4], gv[4],
+         gr[4];
   norm_stats_t st = {gm, gv, gr, NULL};
   norm_batch_params_t p = {NORM_TRAIN, 1e-5, 0.1, 0, 0};
   EXPECT_RC(norm_batch(&x, NULL, NULL, &rm, &rv, &p, &y, &st), NORM_OK);
@@ -617,7 +490,8 @@ static void poison_case(double bad) {
       ck_assert(!isfinite(gm[c]) && !isfinite(gr[c]));
       ck_assert(!isfinite(norm_tensor_get(&rm, c)));
     } else {
-      ck_assert(rel_close(gm[c], m[c], 1e-10) && rel_close(gv[c], v[c], 1e-10));
+      ck_assert(tu_rel_close(gm[c], m[c], 1e-10) &&
+                tu_rel_close(gv[c], v[c], 1e-10));
       ck_assert(isfinite(norm_tensor_get(&rm, c)) &&
                 isfinite(norm_tensor_get(&rv, c)));
     }
@@ -643,19 +517,19 @@ START_TEST(test_too_few) {
   const int64_t *shapes[3] = {SHAPE(1, 3), SHAPE(1, 3, 1), SHAPE(1, 2, 1, 1)};
   int ranks[3] = {2, 3, 4};
   for (int k = 0; k < 3; k++) {
-    norm_tensor_t x = mk(NORM_F32, ranks[k], shapes[k]);
-    norm_tensor_t y = mk(NORM_F32, ranks[k], shapes[k]);
-    norm_tensor_t rm = mk(NORM_F32, 1, SHAPE(x.shape[1]));
-    norm_tensor_t rv = mk(NORM_F32, 1, SHAPE(x.shape[1]));
+    norm_tensor_t x = tu_mk(NORM_F32, ranks[k], shapes[k]);
+    norm_tensor_t y = tu_mk(NORM_F32, ranks[k], shapes[k]);
+    norm_tensor_t rm = tu_mk(NORM_F32, 1, SHAPE(x.shape[1]));
+    norm_tensor_t rv = tu_mk(NORM_F32, 1, SHAPE(x.shape[1]));
     tu_fill_uniform(&rm, 1, 0, 1);
     tu_fill_uniform(&rv, 2, 1, 2);
-    norm_tensor_t rm0 = mk_copy(&rm), rv0 = mk_copy(&rv);
+    norm_tensor_t rm0 = tu_mk_copy(&rm), rv0 = tu_mk_copy(&rv);
     EXPECT_RC(norm_batch(&x, NULL, NULL, NULL, NULL, &p, &y, NULL),
               NORM_E_TOO_FEW);
     EXPECT_RC(norm_batch(&x, NULL, NULL, &rm, &rv, &p, &y, NULL),
               NORM_E_TOO_FEW);
-    ck_assert_msg(memcmp(rm.data, rm0.data, nbytes(&rm)) == 0 &&
-                      memcmp(rv.data, rv0.data, nbytes(&rv)) == 0,
+    ck_assert_msg(memcmp(rm.data, rm0.data, tu_nbytes(&rm)) == 0 &&
+                      memcmp(rv.data, rv0.data, tu_nbytes(&rv)) == 0,
                   "running stats changed by a failed call");
     EXPECT_RC(norm_batch_rows(&x, NULL, NULL, NULL, NULL, &p, &y, NULL, 0, 1),
               NORM_E_TOO_FEW);
@@ -688,7 +562,7 @@ static void rows_case(const bcase_t *c) {
   ck_assert_int_eq(norm_batch_groups(&whole.x), (int64_t)whole.C);
 
   size_t C = whole.C, cuts[3] = {0, C / 3, C - 1};
-  size_t ybytes = nbytes(&part.y);
+  size_t ybytes = tu_nbytes(&part.y);
   memset(part.y.data, 0x5A, ybytes);
   for (int k = 2; k >= 0; k--) { /* last range first: earlier ones stay 0x5A */
     size_t lo = cuts[k], hi = k < 2 ? cuts[k + 1] : C;
@@ -728,8 +602,8 @@ static void rows_case(const bcase_t *c) {
   ck_assert_msg(memcmp(part.y.data, whole.y.data, ybytes) == 0,
                 "split y differs from the whole call");
   if (rm) {
-    ck_assert(memcmp(part.rm.data, whole.rm.data, nbytes(rm)) == 0);
-    ck_assert(memcmp(part.rv.data, whole.rv.data, nbytes(rv)) == 0);
+    ck_assert(memcmp(part.rm.data, whole.rm.data, tu_nbytes(rm)) == 0);
+    ck_assert(memcmp(part.rv.data, whole.rv.data, tu_nbytes(rv)) == 0);
   }
   bfix_free(&whole);
   bfix_free(&part);
@@ -756,8 +630,8 @@ START_TEST(test_rows_split) {
 END_TEST
 
 START_TEST(test_rows_empty_range) {
-  norm_tensor_t x = mk(NORM_F32, 3, SHAPE(2, 3, 4));
-  norm_tensor_t y = mk(NORM_F32, 3, SHAPE(2, 3, 4));
+  norm_tensor_t x = tu_mk(NORM_F32, 3, SHAPE(2, 3, 4));
+  norm_tensor_t y = tu_mk(NORM_F32, 3, SHAPE(2, 3, 4));
   tu_fill_uniform(&x, 3, -1, 1);
   norm_batch_params_t p = {NORM_TRAIN, 1e-5, 0.1, 0, 0};
   EXPECT_RC(norm_batch_rows(&x, NULL, NULL, NULL, NULL, &p, &y, NULL, 2, 2),
@@ -772,8 +646,8 @@ START_TEST(test_rows_empty_range) {
 END_TEST
 
 START_TEST(test_rows_bad_range) {
-  norm_tensor_t x = mk(NORM_F32, 3, SHAPE(2, 3, 4));
-  norm_tensor_t y = mk(NORM_F32, 3, SHAPE(2, 3, 4));
+  norm_tensor_t x = tu_mk(NORM_F32, 3, SHAPE(2, 3, 4));
+  norm_tensor_t y = tu_mk(NORM_F32, 3, SHAPE(2, 3, 4));
   norm_batch_params_t p = {NORM_TRAIN, 1e-5, 0.1, 0, 0};
   EXPECT_RC(norm_batch_rows(&x, NULL, NULL, NULL, NULL, &p, &y, NULL, 0, 4),
             NORM_E_RANGE);
@@ -808,8 +682,8 @@ END_TEST
 /* ---- Errors ------------------------------------------------------------- */
 
 START_TEST(test_err_null) {
-  norm_tensor_t x = mk(NORM_F32, 2, SHAPE(3, 2));
-  norm_tensor_t y = mk(NORM_F32, 2, SHAPE(3, 2));
+  norm_tensor_t x = tu_mk(NORM_F32, 2, SHAPE(3, 2));
+  norm_tensor_t y = tu_mk(NORM_F32, 2, SHAPE(3, 2));
   norm_batch_params_t p = {NORM_TRAIN, 1e-5, 0.1, 0, 0};
   EXPECT_RC(norm_batch(NULL, NULL, NULL, NULL, NULL, &p, &y, NULL),
             NORM_E_NULL);
@@ -828,8 +702,8 @@ END_TEST
 
 START_TEST(test_err_shape) {
   norm_batch_params_t p = {NORM_TRAIN, 1e-5, 0.1, 0, 0};
-  norm_tensor_t x = mk(NORM_F32, 1, SHAPE(6));
-  norm_tensor_t y = mk(NORM_F32, 1, SHAPE(6));
+  norm_tensor_t x = tu_mk(NORM_F32, 1, SHAPE(6));
+  norm_tensor_t y = tu_mk(NORM_F32, 1, SHAPE(6));
   EXPECT_RC(norm_batch(&x, NULL, NULL, NULL, NULL, &p, &y, NULL),
             NORM_E_CHANNELS);
   p.mode = NORM_EVAL;
@@ -873,11 +747,11 @@ END_TEST
 
 START_TEST(test_err_output) {
   norm_batch_params_t p = {NORM_TRAIN, 1e-5, 0.1, 0, 0};
-  norm_tensor_t x = mk(NORM_F32, 3, SHAPE(2, 3, 4));
-  norm_tensor_t y1 = mk(NORM_F32, 3, SHAPE(2, 3, 5));
-  norm_tensor_t y2 = mk(NORM_F32, 2, SHAPE(2, 12));
-  norm_tensor_t y3 = mk(NORM_F32, 4, SHAPE(2, 3, 4, 1));
-  norm_tensor_t y4 = mk(NORM_F32, 3, SHAPE(3, 2, 4));
+  norm_tensor_t x = tu_mk(NORM_F32, 3, SHAPE(2, 3, 4));
+  norm_tensor_t y1 = tu_mk(NORM_F32, 3, SHAPE(2, 3, 5));
+  norm_tensor_t y2 = tu_mk(NORM_F32, 2, SHAPE(2, 12));
+  norm_tensor_t y3 = tu_mk(NORM_F32, 4, SHAPE(2, 3, 4, 1));
+  norm_tensor_t y4 = tu_mk(NORM_F32, 3, SHAPE(3, 2, 4));
   EXPECT_RC(norm_batch(&x, NULL, NULL, NULL, NULL, &p, &y1, NULL),
             NORM_E_OUTPUT);
   EXPECT_RC(norm_batch(&x, NULL, NULL, NULL, NULL, &p, &y2, NULL),
@@ -916,12 +790,12 @@ END_TEST
 
 START_TEST(test_err_weight_bias) {
   norm_batch_params_t p = {NORM_TRAIN, 1e-5, 0.1, 0, 0};
-  norm_tensor_t x = mk(NORM_F32, 3, SHAPE(2, 3, 4));
-  norm_tensor_t y = mk(NORM_F32, 3, SHAPE(2, 3, 4));
-  norm_tensor_t ok = mk(NORM_F32, 1, SHAPE(3));
-  norm_tensor_t w4 = mk(NORM_F32, 1, SHAPE(4));
-  norm_tensor_t w2 = mk(NORM_F32, 1, SHAPE(2));
-  norm_tensor_t w34 = mk(NORM_F32, 2, SHAPE(3, 4));
+  norm_tensor_t x = tu_mk(NORM_F32, 3, SHAPE(2, 3, 4));
+  norm_tensor_t y = tu_mk(NORM_F32, 3, SHAPE(2, 3, 4));
+  norm_tensor_t ok = tu_mk(NORM_F32, 1, SHAPE(3));
+  norm_tensor_t w4 = tu_mk(NORM_F32, 1, SHAPE(4));
+  norm_tensor_t w2 = tu_mk(NORM_F32, 1, SHAPE(2));
+  norm_tensor_t w34 = tu_mk(NORM_F32, 2, SHAPE(3, 4));
   EXPECT_RC(norm_batch(&x, &w4, NULL, NULL, NULL, &p, &y, NULL), NORM_E_WEIGHT);
   EXPECT_RC(norm_batch(&x, &w2, &ok, NULL, NULL, &p, &y, NULL), NORM_E_WEIGHT);
   EXPECT_RC(norm_batch(&x, &w34, NULL, NULL, NULL, &p, &y, NULL),
@@ -942,18 +816,18 @@ END_TEST
 
 START_TEST(test_err_running) {
   norm_batch_params_t p = {NORM_TRAIN, 1e-5, 0.1, 0, 0};
-  norm_tensor_t x = mk(NORM_F32, 3, SHAPE(2, 3, 4));
-  norm_tensor_t y = mk(NORM_F32, 3, SHAPE(2, 3, 4));
-  norm_tensor_t r = mk(NORM_F32, 1, SHAPE(3));
-  norm_tensor_t r4 = mk(NORM_F32, 1, SHAPE(4));
-  norm_tensor_t r13 = mk(NORM_F32, 2, SHAPE(1, 3));
-  norm_tensor_t r0 = mk_copy(&r);
+  norm_tensor_t x = tu_mk(NORM_F32, 3, SHAPE(2, 3, 4));
+  norm_tensor_t y = tu_mk(NORM_F32, 3, SHAPE(2, 3, 4));
+  norm_tensor_t r = tu_mk(NORM_F32, 1, SHAPE(3));
+  norm_tensor_t r4 = tu_mk(NORM_F32, 1, SHAPE(4));
+  norm_tensor_t r13 = tu_mk(NORM_F32, 2, SHAPE(1, 3));
+  norm_tensor_t r0 = tu_mk_copy(&r);
   EXPECT_RC(norm_batch(&x, NULL, NULL, &r, NULL, &p, &y, NULL), NORM_E_RUNNING);
   EXPECT_RC(norm_batch(&x, NULL, NULL, NULL, &r, &p, &y, NULL), NORM_E_RUNNING);
   EXPECT_RC(norm_batch(&x, NULL, NULL, &r4, &r, &p, &y, NULL), NORM_E_RUNNING);
   EXPECT_RC(norm_batch(&x, NULL, NULL, &r, &r4, &p, &y, NULL), NORM_E_RUNNING);
   EXPECT_RC(norm_batch(&x, NULL, NULL, &r13, &r, &p, &y, NULL), NORM_E_RUNNING);
-  ck_assert(memcmp(r.data, r0.data, nbytes(&r)) == 0);
+  ck_assert(memcmp(r.data, r0.data, tu_nbytes(&r)) == 0);
   p.mode = NORM_EVAL;
   EXPECT_RC(norm_batch(&x, NULL, NULL, NULL, NULL, &p, &y, NULL),
             NORM_E_RUNNING);
@@ -972,11 +846,12 @@ START_TEST(test_err_running) {
 END_TEST
 
 START_TEST(test_err_momentum) {
-  norm_tensor_t x = mk(NORM_F32, 3, SHAPE(2, 3, 4));
-  norm_tensor_t y = mk(NORM_F32, 3, SHAPE(2, 3, 4));
-  norm_tensor_t rm = mk(NORM_F32, 1, SHAPE(3)), rv = mk(NORM_F32, 1, SHAPE(3));
+  norm_tensor_t x = tu_mk(NORM_F32, 3, SHAPE(2, 3, 4));
+  norm_tensor_t y = tu_mk(NORM_F32, 3, SHAPE(2, 3, 4));
+  norm_tensor_t rm = tu_mk(NORM_F32, 1, SHAPE(3)),
+                rv = tu_mk(NORM_F32, 1, SHAPE(3));
   tu_fill_uniform(&rv, 5, 1, 2);
-  norm_tensor_t rv0 = mk_copy(&rv);
+  norm_tensor_t rv0 = tu_mk_copy(&rv);
   double bad[5] = {NAN, -0.1, 1.5, INFINITY, -INFINITY};
   for (int i = 0; i < 5; i++) {
     norm_batch_params_t p = {NORM_TRAIN, 1e-5, bad[i], 0, 0};
@@ -985,7 +860,7 @@ START_TEST(test_err_momentum) {
     EXPECT_RC(norm_batch_rows(&x, NULL, NULL, &rm, &rv, &p, &y, NULL, 0, 3),
               NORM_E_MOMENTUM);
   }
-  ck_assert_msg(memcmp(rv.data, rv0.data, nbytes(&rv)) == 0,
+  ck_assert_msg(memcmp(rv.data, rv0.data, tu_nbytes(&rv)) == 0,
                 "running stats changed by a failed call");
   tu_tensor_free(&x);
   tu_tensor_free(&y);
@@ -996,9 +871,9 @@ START_TEST(test_err_momentum) {
 END_TEST
 
 START_TEST(test_err_eps_mode) {
-  norm_tensor_t x = mk(NORM_F32, 3, SHAPE(2, 3, 4));
-  norm_tensor_t y = mk(NORM_F32, 3, SHAPE(2, 3, 4));
-  norm_tensor_t r = mk(NORM_F32, 1, SHAPE(3));
+  norm_tensor_t x = tu_mk(NORM_F32, 3, SHAPE(2, 3, 4));
+  norm_tensor_t y = tu_mk(NORM_F32, 3, SHAPE(2, 3, 4));
+  norm_tensor_t r = tu_mk(NORM_F32, 1, SHAPE(3));
   double bad[4] = {-1e-5, NAN, INFINITY, -INFINITY};
   for (int i = 0; i < 4; i++) {
     norm_batch_params_t p = {NORM_TRAIN, bad[i], 0.1, 0, 0};
@@ -1020,12 +895,13 @@ END_TEST
  * when it updates running stats (train mode with them); a failed call
  * leaves them as they were. */
 START_TEST(test_err_cumulative_count) {
-  norm_tensor_t x = mk(NORM_F32, 3, SHAPE(2, 3, 4));
-  norm_tensor_t y = mk(NORM_F32, 3, SHAPE(2, 3, 4));
-  norm_tensor_t rm = mk(NORM_F32, 1, SHAPE(3)), rv = mk(NORM_F32, 1, SHAPE(3));
+  norm_tensor_t x = tu_mk(NORM_F32, 3, SHAPE(2, 3, 4));
+  norm_tensor_t y = tu_mk(NORM_F32, 3, SHAPE(2, 3, 4));
+  norm_tensor_t rm = tu_mk(NORM_F32, 1, SHAPE(3)),
+                rv = tu_mk(NORM_F32, 1, SHAPE(3));
   tu_fill_uniform(&x, 6, -1, 1);
   tu_fill_uniform(&rv, 5, 1, 2);
-  norm_tensor_t rv0 = mk_copy(&rv);
+  norm_tensor_t rv0 = tu_mk_copy(&rv);
   int64_t bad[3] = {0, -3, INT64_MIN};
   for (int i = 0; i < 3; i++) {
     norm_batch_params_t p = {NORM_TRAIN, 1e-5, 0.1, 1, bad[i]};
@@ -1035,7 +911,7 @@ START_TEST(test_err_cumulative_count) {
     p.momentum = NAN; /* ignored when cumulative */
     EXPECT_RC(norm_batch(&x, NULL, NULL, &rm, &rv, &p, &y, NULL), NORM_E_ARG);
   }
-  ck_assert_msg(memcmp(rv.data, rv0.data, nbytes(&rv)) == 0,
+  ck_assert_msg(memcmp(rv.data, rv0.data, tu_nbytes(&rv)) == 0,
                 "running stats changed by a failed call");
   tu_tensor_free(&x);
   tu_tensor_free(&y);

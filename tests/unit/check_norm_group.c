@@ -6,109 +6,15 @@
 
 #include "testutil.h"
 
-#define SHAPE(...) ((const int64_t[]){__VA_ARGS__})
-#define EXPECT_RC(call, want)                                                  \
-  do {                                                                         \
-    int rc_ = (call), want_ = (want);                                          \
-    ck_assert_msg(rc_ == want_, "%s: got %d (%s), want %d (%s)", #call, rc_,   \
-                  norm_err_name(rc_), want_, norm_err_name(want_));            \
-  } while (0)
-
-static norm_tensor_t mk(norm_dtype_t dt, int rank, const int64_t *shape) {
-  norm_tensor_t t;
-  memset(&t, 0, sizeof t);
-  t.dtype = dt;
-  t.rank = rank;
-  size_t n = 1;
-  for (int i = 0; i < rank; i++)
-    n *= (size_t)(t.shape[i] = shape[i]);
-  t.data = tu_alloc_guarded(n * norm_dtype_size(dt));
-  return t;
-}
-
-static size_t nbytes(const norm_tensor_t *t) {
-  return tu_numel(t) * norm_dtype_size(t->dtype);
-}
-
-static double *to_doubles(const norm_tensor_t *t) {
-  size_t n = tu_numel(t);
-  double *d = malloc(n * sizeof *d);
-  ck_assert_ptr_nonnull(d);
-  for (size_t i = 0; i < n; i++)
-    d[i] = norm_tensor_get(t, i);
-  return d;
-}
-
-static int ord16(uint16_t h) {
-  return (h & 0x8000) ? -(int)(h & 0x7fff) : (int)h;
-}
-
-/* f32: tu_close(1e-6); f64: tu_close(tol64); f16/bf16: within 1 ulp of the
- * reference rounded to the format (or within f32 tolerance near 0). */
-static int out_close(const norm_tensor_t *y, size_t i, double ref,
-                     double tol64) {
-  double got = norm_tensor_get(y, i);
-  if (isnan(ref))
-    return isnan(got);
-  switch (y->dtype) {
-  case NORM_F32:
-    return tu_close(got, ref, 1e-6);
-  case NORM_F64:
-    return tu_close(got, ref, tol64);
-  case NORM_F16:
-  case NORM_BF16: {
-    uint16_t g = ((const uint16_t *)y->data)[i];
-    uint16_t w = y->dtype == NORM_F16 ? norm_f16_from_float((float)ref)
-                                      : norm_bf16_from_float((float)ref);
-    if (isnan(got))
-      return 0;
-    return abs(ord16(g) - ord16(w)) <= 1 || tu_close(got, ref, 1e-6);
-  }
-  default:
-    return 0;
-  }
-}
-
-static int rel_close(double got, double want, double tol) {
-  if (isnan(want))
-    return isnan(got);
-  if (got == want)
-    return 1;
-  return fabs(got - want) <= tol * fabs(want) + 1e-300;
-}
-
-/* Variance against the naive reference, whose own mean carries a rounding
- * error of ~1e-16 * |mean|: that adds up to ~(1e-16 * mean)^2 to its var. */
-static int var_close(double got, double want, double mean, double tol) {
-  return rel_close(got, want, tol) || fabs(got - want) <= 1e-28 * mean * mean;
-}
-
 /* ---- reference ----------------------------------------------------------- */
 
 /* Stats over the C/G channels of group g and all spatial positions of
- * sample n, at n * G + g; y = (x - mean) / sqrt(var + eps) * w_c + b_c. */
+ * sample n, at n * G + g (testutil.h's tu_ref_nc). */
 static void ref_group(const double *x, size_t N, size_t C, size_t S, size_t G,
                       const double *w, const double *b, double eps, double *y,
                       double *mean, double *var, double *rstd) {
-  size_t cg = C / G, cnt = cg * S;
-  for (size_t n = 0; n < N; n++)
-    for (size_t g = 0; g < G; g++) {
-      const double *xs = x + (n * C + g * cg) * S;
-      double s = 0, ss = 0;
-      for (size_t i = 0; i < cnt; i++)
-        s += xs[i];
-      double m = s / (double)cnt;
-      for (size_t i = 0; i < cnt; i++)
-        ss += (xs[i] - m) * (xs[i] - m);
-      double v = ss / (double)cnt, r = 1.0 / sqrt(v + eps);
-      mean[n * G + g] = m;
-      var[n * G + g] = v;
-      rstd[n * G + g] = r;
-      for (size_t i = 0; i < cnt; i++) {
-        size_t c = g * cg + i / S, at = (n * C + g * cg) * S + i;
-        y[at] = (x[at] - m) * r * (w ? w[c] : 1.0) + (b ? b[c] : 0.0);
-      }
-    }
+  tu_nc_t l = {N, C, S, G, 0};
+  tu_ref_nc(x, &l, w, b, eps, NULL, NULL, y, mean, var, rstd);
 }
 
 /* ---- one configurable case --------------------------------------------- */
@@ -150,8 +56,8 @@ typedef struct {
 
 static void gfix_init(gfix_t *f, const gcase_t *c) {
   memset(f, 0, sizeof *f);
-  f->x = mk(c->xt, c->rank, c->shape);
-  f->y = mk(c->yt, c->rank, c->shape);
+  f->x = tu_mk(c->xt, c->rank, c->shape);
+  f->y = tu_mk(c->yt, c->rank, c->shape);
   tu_fill_uniform(&f->x, c->seed, c->lo, c->hi);
   f->N = (size_t)c->shape[0];
   f->C = (size_t)c->shape[1];
@@ -162,8 +68,8 @@ static void gfix_init(gfix_t *f, const gcase_t *c) {
   f->numel = f->N * f->C * f->S;
   f->ngroups = f->N * f->G;
   if (c->affine) {
-    f->w = mk(c->wt, 1, SHAPE(c->shape[1]));
-    f->b = mk(c->wt, 1, SHAPE(c->shape[1]));
+    f->w = tu_mk(c->wt, 1, SHAPE(c->shape[1]));
+    f->b = tu_mk(c->wt, 1, SHAPE(c->shape[1]));
     tu_fill_uniform(&f->w, c->seed + 1, -2, 2);
     tu_fill_uniform(&f->b, c->seed + 2, -1, 1);
   }
@@ -193,9 +99,9 @@ static void run_gcase(const gcase_t *c, void (*prep)(norm_tensor_t *)) {
     prep(&f.x);
   norm_group_params_t p = {c->groups, c->eps};
   norm_stats_t st = {f.mean, f.var, f.rstd, NULL};
-  double *x = to_doubles(&f.x);
-  double *w = c->affine ? to_doubles(&f.w) : NULL;
-  double *b = c->affine ? to_doubles(&f.b) : NULL;
+  double *x = tu_to_doubles(&f.x);
+  double *w = c->affine ? tu_to_doubles(&f.w) : NULL;
+  double *b = c->affine ? tu_to_doubles(&f.b) : NULL;
   double *y = malloc(f.numel * sizeof *y);
   double *m = malloc(f.ngroups * sizeof *m), *v = malloc(f.ngroups * sizeof *v),
          *r = malloc(f.ngroups * sizeof *r);
@@ -205,16 +111,10 @@ static void run_gcase(const gcase_t *c, void (*prep)(norm_tensor_t *)) {
   ck_assert_int_eq(norm_group_groups(&f.x, &p), (int64_t)f.ngroups);
   ref_group(x, f.N, f.C, f.S, f.G, w, b, c->eps, y, m, v, r);
   for (size_t i = 0; i < f.numel; i++)
-    ck_assert_msg(out_close(&f.y, i, y[i], c->tol64),
+    ck_assert_msg(tu_out_close(&f.y, i, y[i], 1e-6, c->tol64),
                   "G=%zu y[%zu] (%s): got %.17g want %.17g", f.G, i,
                   norm_dtype_name(f.y.dtype), norm_tensor_get(&f.y, i), y[i]);
-  for (size_t g = 0; g < f.ngroups; g++)
-    ck_assert_msg(rel_close(f.mean[g], m[g], 1e-10) &&
-                      var_close(f.var[g], v[g], m[g], 1e-10) &&
-                      rel_close(f.rstd[g], r[g], 1e-10),
-                  "G=%zu stats[%zu]: got %.17g %.17g %.17g want %.17g %.17g "
-                  "%.17g",
-                  f.G, g, f.mean[g], f.var[g], f.rstd[g], m[g], v[g], r[g]);
+  tu_check_stats(&st, m, v, r, f.ngroups, 1e-10);
   free(x);
   free(w);
   free(b);
@@ -285,8 +185,8 @@ END_TEST
 START_TEST(test_single_value_groups) {
   gcase_t c = gcase(NORM_F32, 2, SHAPE(3, 4), 4);
   run_gcase(&c, NULL);
-  norm_tensor_t x = mk(NORM_F32, 2, SHAPE(3, 4));
-  norm_tensor_t y = mk(NORM_F32, 2, SHAPE(3, 4));
+  norm_tensor_t x = tu_mk(NORM_F32, 2, SHAPE(3, 4));
+  norm_tensor_t y = tu_mk(NORM_F32, 2, SHAPE(3, 4));
   tu_fill_uniform(&x, 5, -9, 9);
   double v[12];
   norm_stats_t st = {NULL, v, NULL, NULL};
@@ -304,8 +204,8 @@ END_TEST
 /* Stats land at n * G + g: give each (n, g) its own offset and check. */
 START_TEST(test_stats_index) {
   const size_t N = 3, C = 6, S = 4, G = 3;
-  norm_tensor_t x = mk(NORM_F64, 3, SHAPE(3, 6, 4));
-  norm_tensor_t y = mk(NORM_F64, 3, SHAPE(3, 6, 4));
+  norm_tensor_t x = tu_mk(NORM_F64, 3, SHAPE(3, 6, 4));
+  norm_tensor_t y = tu_mk(NORM_F64, 3, SHAPE(3, 6, 4));
   uint64_t seed = 77;
   for (size_t n = 0; n < N; n++)
     for (size_t c = 0; c < C; c++)
@@ -327,16 +227,17 @@ START_TEST(test_stats_index) {
 END_TEST
 
 START_TEST(test_in_place) {
-  norm_tensor_t x = mk(NORM_F32, 3, SHAPE(2, 4, 5));
-  norm_tensor_t w = mk(NORM_F32, 1, SHAPE(4));
+  norm_tensor_t x = tu_mk(NORM_F32, 3, SHAPE(2, 4, 5));
+  norm_tensor_t w = tu_mk(NORM_F32, 1, SHAPE(4));
   tu_fill_uniform(&x, 21, -3, 3);
   tu_fill_uniform(&w, 22, 1, 2);
-  double *xd = to_doubles(&x), *wd = to_doubles(&w), ref[40], m[4], v[4], r[4];
+  double *xd = tu_to_doubles(&x), *wd = tu_to_doubles(&w), ref[40], m[4], v[4],
+         r[4];
   norm_group_params_t p = {2, 1e-5};
   EXPECT_RC(norm_group(&x, &w, NULL, &p, &x, NULL), NORM_OK);
   ref_group(xd, 2, 4, 5, 2, wd, NULL, 1e-5, ref, m, v, r);
   for (size_t i = 0; i < 40; i++)
-    ck_assert(out_close(&x, i, ref[i], 1e-12));
+    ck_assert(tu_out_close(&x, i, ref[i], 1e-6, 1e-12));
   free(xd);
   free(wd);
   tu_tensor_free(&x);
@@ -378,8 +279,8 @@ START_TEST(test_constant_groups) {
     c.affine = 0;
     run_gcase(&c, make_sample1_constant);
   }
-  norm_tensor_t x = mk(NORM_F32, 3, SHAPE(2, 4, 3));
-  norm_tensor_t y = mk(NORM_F32, 3, SHAPE(2, 4, 3));
+  norm_tensor_t x = tu_mk(NORM_F32, 3, SHAPE(2, 4, 3));
+  norm_tensor_t y = tu_mk(NORM_F32, 3, SHAPE(2, 4, 3));
   for (size_t i = 0; i < 24; i++)
     norm_tensor_set(&x, i, -1234.5678);
   double v[4], r[4];
@@ -404,11 +305,12 @@ END_TEST
 /* A non-finite value poisons its (n, g) group only. */
 static void poison_case(double bad) {
   const size_t N = 2, C = 6, S = 3, G = 3, cg = 2;
-  norm_tensor_t x = mk(NORM_F32, 3, SHAPE(2, 6, 3));
-  norm_tensor_t y = mk(NORM_F32, 3, SHAPE(2, 6, 3));
+  norm_tensor_t x = tu_mk(NORM_F32, 3, SHAPE(2, 6, 3));
+  norm_tensor_t y = tu_mk(NORM_F32, 3, SHAPE(2, 6, 3));
   tu_fill_uniform(&x, 31, -1, 1);
   norm_tensor_set(&x, (1 * C + 3) * S + 1, bad); /* n = 1, c = 3: g = 1 */
-  double *xd = to_doubles(&x), ref[36], m[6], v[6], r[6], gm[6], gv[6], gr[6];
+  double *xd = tu_to_doubles(&x), ref[36], m[6], v[6], r[6], gm[6], gv[6],
+         gr[6];
   norm_stats_t st = {gm, gv, gr, NULL};
   norm_group_params_t p = {(int64_t)G, 1e-5};
   EXPECT_RC(norm_group(&x, NULL, NULL, &p, &y, &st), NORM_OK);
@@ -427,7 +329,8 @@ static void poison_case(double bad) {
     if (k == 1 * G + 1)
       ck_assert(!isfinite(gm[k]) && !isfinite(gr[k]));
     else
-      ck_assert(rel_close(gm[k], m[k], 1e-10) && rel_close(gv[k], v[k], 1e-10));
+      ck_assert(tu_rel_close(gm[k], m[k], 1e-10) &&
+                tu_rel_close(gv[k], v[k], 1e-10));
   }
   free(xd);
   tu_tensor_free(&x);
@@ -458,7 +361,7 @@ static void rows_case(const gcase_t *c) {
   EXPECT_RC(norm_group(&whole.x, w, b, &p, &whole.y, &st), NORM_OK);
 
   size_t ng = whole.ngroups, cuts[4] = {0, 1, ng / 2, ng - 1};
-  size_t ybytes = nbytes(&part.y), es = norm_dtype_size(part.y.dtype);
+  size_t ybytes = tu_nbytes(&part.y), es = norm_dtype_size(part.y.dtype);
   size_t per = whole.C / whole.G * whole.S; /* elements per group */
   memset(part.y.data, 0x5A, ybytes);
   for (int k = 3; k >= 0; k--) { /* last range first: earlier ones stay 0x5A */
@@ -509,8 +412,8 @@ START_TEST(test_rows_split) {
 END_TEST
 
 START_TEST(test_rows_bad_range) {
-  norm_tensor_t x = mk(NORM_F32, 3, SHAPE(2, 4, 3));
-  norm_tensor_t y = mk(NORM_F32, 3, SHAPE(2, 4, 3));
+  norm_tensor_t x = tu_mk(NORM_F32, 3, SHAPE(2, 4, 3));
+  norm_tensor_t y = tu_mk(NORM_F32, 3, SHAPE(2, 4, 3));
   norm_group_params_t p = {2, 1e-5};
   EXPECT_RC(norm_group_rows(&x, NULL, NULL, &p, &y, NULL, 0, 5), NORM_E_RANGE);
   EXPECT_RC(norm_group_rows(&x, NULL, NULL, &p, &y, NULL, 3, 2), NORM_E_RANGE);
@@ -550,8 +453,8 @@ END_TEST
 /* ---- Errors ------------------------------------------------------------- */
 
 START_TEST(test_err_num_groups) {
-  norm_tensor_t x = mk(NORM_F32, 3, SHAPE(2, 6, 3));
-  norm_tensor_t y = mk(NORM_F32, 3, SHAPE(2, 6, 3));
+  norm_tensor_t x = tu_mk(NORM_F32, 3, SHAPE(2, 6, 3));
+  norm_tensor_t y = tu_mk(NORM_F32, 3, SHAPE(2, 6, 3));
   int64_t bad[] = {0, -1, -3, 4, 5, 7, 12, INT64_MAX, INT64_MIN};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     norm_group_params_t p = {bad[i], 1e-5};
@@ -565,8 +468,8 @@ START_TEST(test_err_num_groups) {
 END_TEST
 
 START_TEST(test_err_eps) {
-  norm_tensor_t x = mk(NORM_F32, 3, SHAPE(2, 6, 3));
-  norm_tensor_t y = mk(NORM_F32, 3, SHAPE(2, 6, 3));
+  norm_tensor_t x = tu_mk(NORM_F32, 3, SHAPE(2, 6, 3));
+  norm_tensor_t y = tu_mk(NORM_F32, 3, SHAPE(2, 6, 3));
   double bad[4] = {-1e-5, -1.0, NAN, INFINITY};
   for (int i = 0; i < 4; i++) {
     norm_group_params_t p = {2, bad[i]};
@@ -582,16 +485,16 @@ END_TEST
 
 START_TEST(test_err_null_and_shape) {
   norm_group_params_t p = {2, 1e-5};
-  norm_tensor_t x = mk(NORM_F32, 3, SHAPE(2, 4, 3));
-  norm_tensor_t y = mk(NORM_F32, 3, SHAPE(2, 4, 3));
+  norm_tensor_t x = tu_mk(NORM_F32, 3, SHAPE(2, 4, 3));
+  norm_tensor_t y = tu_mk(NORM_F32, 3, SHAPE(2, 4, 3));
   EXPECT_RC(norm_group(NULL, NULL, NULL, &p, &y, NULL), NORM_E_NULL);
   EXPECT_RC(norm_group(&x, NULL, NULL, NULL, &y, NULL), NORM_E_NULL);
   EXPECT_RC(norm_group(&x, NULL, NULL, &p, NULL, NULL), NORM_E_NULL);
   tu_tensor_free(&x);
   tu_tensor_free(&y);
 
-  norm_tensor_t v = mk(NORM_F32, 1, SHAPE(4));
-  norm_tensor_t vy = mk(NORM_F32, 1, SHAPE(4));
+  norm_tensor_t v = tu_mk(NORM_F32, 1, SHAPE(4));
+  norm_tensor_t vy = tu_mk(NORM_F32, 1, SHAPE(4));
   EXPECT_RC(norm_group(&v, NULL, NULL, &p, &vy, NULL), NORM_E_CHANNELS);
   tu_tensor_free(&v);
   tu_tensor_free(&vy);
@@ -635,13 +538,13 @@ END_TEST
 
 START_TEST(test_err_output_weight_bias) {
   norm_group_params_t p = {2, 1e-5};
-  norm_tensor_t x = mk(NORM_F32, 3, SHAPE(2, 4, 3));
-  norm_tensor_t y = mk(NORM_F32, 3, SHAPE(2, 4, 3));
-  norm_tensor_t ybad = mk(NORM_F32, 3, SHAPE(2, 3, 4));
-  norm_tensor_t yflat = mk(NORM_F32, 2, SHAPE(2, 12));
-  norm_tensor_t ok = mk(NORM_F32, 1, SHAPE(4));
-  norm_tensor_t w2 = mk(NORM_F32, 1, SHAPE(2)); /* per group, not channel */
-  norm_tensor_t w5 = mk(NORM_F32, 1, SHAPE(5));
+  norm_tensor_t x = tu_mk(NORM_F32, 3, SHAPE(2, 4, 3));
+  norm_tensor_t y = tu_mk(NORM_F32, 3, SHAPE(2, 4, 3));
+  norm_tensor_t ybad = tu_mk(NORM_F32, 3, SHAPE(2, 3, 4));
+  norm_tensor_t yflat = tu_mk(NORM_F32, 2, SHAPE(2, 12));
+  norm_tensor_t ok = tu_mk(NORM_F32, 1, SHAPE(4));
+  norm_tensor_t w2 = tu_mk(NORM_F32, 1, SHAPE(2)); /* per group, not channel */
+  norm_tensor_t w5 = tu_mk(NORM_F32, 1, SHAPE(5));
   EXPECT_RC(norm_group(&x, NULL, NULL, &p, &ybad, NULL), NORM_E_OUTPUT);
   EXPECT_RC(norm_group(&x, NULL, NULL, &p, &yflat, NULL), NORM_E_OUTPUT);
   EXPECT_RC(norm_group_rows(&x, NULL, NULL, &p, &ybad, NULL, 0, 1),

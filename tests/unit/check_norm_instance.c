@@ -6,105 +6,15 @@
 
 #include "testutil.h"
 
-#define SHAPE(...) ((const int64_t[]){__VA_ARGS__})
-#define EXPECT_RC(call, want)                                                  \
-  do {                                                                         \
-    int rc_ = (call), want_ = (want);                                          \
-    ck_assert_msg(rc_ == want_, "%s: got %d (%s), want %d (%s)", #call, rc_,   \
-                  norm_err_name(rc_), want_, norm_err_name(want_));            \
-  } while (0)
-
-static norm_tensor_t mk(norm_dtype_t dt, int rank, const int64_t *shape) {
-  norm_tensor_t t;
-  memset(&t, 0, sizeof t);
-  t.dtype = dt;
-  t.rank = rank;
-  size_t n = 1;
-  for (int i = 0; i < rank; i++)
-    n *= (size_t)(t.shape[i] = shape[i]);
-  t.data = tu_alloc_guarded(n * norm_dtype_size(dt));
-  return t;
-}
-
-static size_t nbytes(const norm_tensor_t *t) {
-  return tu_numel(t) * norm_dtype_size(t->dtype);
-}
-
-static double *to_doubles(const norm_tensor_t *t) {
-  size_t n = tu_numel(t);
-  double *d = malloc(n * sizeof *d);
-  ck_assert_ptr_nonnull(d);
-  for (size_t i = 0; i < n; i++)
-    d[i] = norm_tensor_get(t, i);
-  return d;
-}
-
-static int ord16(uint16_t h) {
-  return (h & 0x8000) ? -(int)(h & 0x7fff) : (int)h;
-}
-
-/* f32: tu_close(1e-6); f64: tu_close(tol64); f16/bf16: within 1 ulp of the
- * reference rounded to the format (or within f32 tolerance near 0). */
-static int out_close(const norm_tensor_t *y, size_t i, double ref,
-                     double tol64) {
-  double got = norm_tensor_get(y, i);
-  if (isnan(ref))
-    return isnan(got);
-  switch (y->dtype) {
-  case NORM_F32:
-    return tu_close(got, ref, 1e-6);
-  case NORM_F64:
-    return tu_close(got, ref, tol64);
-  case NORM_F16:
-  case NORM_BF16: {
-    uint16_t g = ((const uint16_t *)y->data)[i];
-    uint16_t w = y->dtype == NORM_F16 ? norm_f16_from_float((float)ref)
-                                      : norm_bf16_from_float((float)ref);
-    if (isnan(got))
-      return 0;
-    return abs(ord16(g) - ord16(w)) <= 1 || tu_close(got, ref, 1e-6);
-  }
-  default:
-    return 0;
-  }
-}
-
-static int rel_close(double got, double want, double tol) {
-  if (isnan(want))
-    return isnan(got);
-  if (got == want)
-    return 1;
-  return fabs(got - want) <= tol * fabs(want) + 1e-300;
-}
-
-/* Variance against the naive reference, whose own mean carries a rounding
- * error of ~1e-16 * |mean|: that adds up to ~(1e-16 * mean)^2 to its var. */
-static int var_close(double got, double want, double mean, double tol) {
-  return rel_close(got, want, tol) || fabs(got - want) <= 1e-28 * mean * mean;
-}
-
 /* ---- reference ----------------------------------------------------------- */
 
-/* Stats over the S spatial positions of each (n, c), at n * C + c. */
+/* Stats over the S spatial positions of each (n, c), at n * C + c
+ * (testutil.h's tu_ref_nc). */
 static void ref_instance(const double *x, size_t N, size_t C, size_t S,
                          const double *w, const double *b, double eps,
                          double *y, double *mean, double *var, double *rstd) {
-  for (size_t nc = 0; nc < N * C; nc++) {
-    const double *xs = x + nc * S;
-    size_t c = nc % C;
-    double s = 0, ss = 0;
-    for (size_t i = 0; i < S; i++)
-      s += xs[i];
-    double m = s / (double)S;
-    for (size_t i = 0; i < S; i++)
-      ss += (xs[i] - m) * (xs[i] - m);
-    double v = ss / (double)S, r = 1.0 / sqrt(v + eps);
-    mean[nc] = m;
-    var[nc] = v;
-    rstd[nc] = r;
-    for (size_t i = 0; i < S; i++)
-      y[nc * S + i] = (xs[i] - m) * r * (w ? w[c] : 1.0) + (b ? b[c] : 0.0);
-  }
+  tu_nc_t l = {N, C, S, C, 0};
+  tu_ref_nc(x, &l, w, b, eps, NULL, NULL, y, mean, var, rstd);
 }
 
 /* ---- one configurable case --------------------------------------------- */
@@ -143,8 +53,8 @@ typedef struct {
 
 static void ifix_init(ifix_t *f, const icase_t *c) {
   memset(f, 0, sizeof *f);
-  f->x = mk(c->xt, c->rank, c->shape);
-  f->y = mk(c->yt, c->rank, c->shape);
+  f->x = tu_mk(c->xt, c->rank, c->shape);
+  f->y = tu_mk(c->yt, c->rank, c->shape);
   tu_fill_uniform(&f->x, c->seed, c->lo, c->hi);
   f->N = (size_t)c->shape[0];
   f->C = (size_t)c->shape[1];
@@ -154,8 +64,8 @@ static void ifix_init(ifix_t *f, const icase_t *c) {
   f->numel = f->N * f->C * f->S;
   f->ngroups = f->N * f->C;
   if (c->affine) {
-    f->w = mk(c->wt, 1, SHAPE(c->shape[1]));
-    f->b = mk(c->wt, 1, SHAPE(c->shape[1]));
+    f->w = tu_mk(c->wt, 1, SHAPE(c->shape[1]));
+    f->b = tu_mk(c->wt, 1, SHAPE(c->shape[1]));
     tu_fill_uniform(&f->w, c->seed + 1, -2, 2);
     tu_fill_uniform(&f->b, c->seed + 2, -1, 1);
   }
@@ -183,9 +93,9 @@ static void run_icase(const icase_t *c, void (*prep)(norm_tensor_t *)) {
     prep(&f.x);
   norm_instance_params_t p = {c->eps};
   norm_stats_t st = {f.mean, f.var, f.rstd, NULL};
-  double *x = to_doubles(&f.x);
-  double *w = c->affine ? to_doubles(&f.w) : NULL;
-  double *b = c->affine ? to_doubles(&f.b) : NULL;
+  double *x = tu_to_doubles(&f.x);
+  double *w = c->affine ? tu_to_doubles(&f.w) : NULL;
+  double *b = c->affine ? tu_to_doubles(&f.b) : NULL;
   double *y = malloc(f.numel * sizeof *y);
   double *m = malloc(f.ngroups * sizeof *m), *v = malloc(f.ngroups * sizeof *v),
          *r = malloc(f.ngroups * sizeof *r);
@@ -195,15 +105,10 @@ static void run_icase(const icase_t *c, void (*prep)(norm_tensor_t *)) {
   ck_assert_int_eq(norm_instance_groups(&f.x), (int64_t)f.ngroups);
   ref_instance(x, f.N, f.C, f.S, w, b, c->eps, y, m, v, r);
   for (size_t i = 0; i < f.numel; i++)
-    ck_assert_msg(out_close(&f.y, i, y[i], c->tol64),
+    ck_assert_msg(tu_out_close(&f.y, i, y[i], 1e-6, c->tol64),
                   "y[%zu] (%s): got %.17g want %.17g", i,
                   norm_dtype_name(f.y.dtype), norm_tensor_get(&f.y, i), y[i]);
-  for (size_t g = 0; g < f.ngroups; g++)
-    ck_assert_msg(rel_close(f.mean[g], m[g], 1e-10) &&
-                      var_close(f.var[g], v[g], m[g], 1e-10) &&
-                      rel_close(f.rstd[g], r[g], 1e-10),
-                  "stats[%zu]: got %.17g %.17g %.17g want %.17g %.17g %.17g", g,
-                  f.mean[g], f.var[g], f.rstd[g], m[g], v[g], r[g]);
+  tu_check_stats(&st, m, v, r, f.ngroups, 1e-10);
   free(x);
   free(w);
   free(b);
@@ -270,8 +175,8 @@ START_TEST(test_spatial_one) {
   for (int k = 0; k < 3; k++) {
     icase_t c = icase(NORM_F32, ranks[k], shapes[k]);
     run_icase(&c, NULL);
-    norm_tensor_t x = mk(NORM_F32, ranks[k], shapes[k]);
-    norm_tensor_t y = mk(NORM_F32, ranks[k], shapes[k]);
+    norm_tensor_t x = tu_mk(NORM_F32, ranks[k], shapes[k]);
+    norm_tensor_t y = tu_mk(NORM_F32, ranks[k], shapes[k]);
     tu_fill_uniform(&x, 8, -100, 100);
     double m[12], v[12], r[12];
     norm_stats_t st = {m, v, r, NULL};
@@ -281,7 +186,7 @@ START_TEST(test_spatial_one) {
       ck_assert_msg(norm_tensor_get(&y, i) == 0, "y[%zu] = %g", i,
                     norm_tensor_get(&y, i));
       ck_assert(v[i] == 0 && m[i] == norm_tensor_get(&x, i));
-      ck_assert(rel_close(r[i], 1 / sqrt(1e-5), 1e-15));
+      ck_assert(tu_rel_close(r[i], 1 / sqrt(1e-5), 1e-15));
     }
     p.eps = 0; /* still 0, not NaN */
     EXPECT_RC(norm_instance(&x, NULL, NULL, &p, &y, &st), NORM_OK);
@@ -296,8 +201,8 @@ END_TEST
 
 /* Stats land at n * C + c. */
 START_TEST(test_stats_index) {
-  norm_tensor_t x = mk(NORM_F64, 3, SHAPE(3, 5, 4));
-  norm_tensor_t y = mk(NORM_F64, 3, SHAPE(3, 5, 4));
+  norm_tensor_t x = tu_mk(NORM_F64, 3, SHAPE(3, 5, 4));
+  norm_tensor_t y = tu_mk(NORM_F64, 3, SHAPE(3, 5, 4));
   for (size_t i = 0; i < 60; i++)
     norm_tensor_set(&x, i, (double)(i / 4) * 10 + (double)(i % 4));
   double m[15];
@@ -312,17 +217,18 @@ START_TEST(test_stats_index) {
 END_TEST
 
 START_TEST(test_in_place) {
-  norm_tensor_t x = mk(NORM_BF16, 3, SHAPE(2, 3, 6));
-  norm_tensor_t b = mk(NORM_F32, 1, SHAPE(3));
+  norm_tensor_t x = tu_mk(NORM_BF16, 3, SHAPE(2, 3, 6));
+  norm_tensor_t b = tu_mk(NORM_F32, 1, SHAPE(3));
   tu_fill_uniform(&x, 41, -3, 3);
   tu_fill_uniform(&b, 42, -1, 1);
-  double *xd = to_doubles(&x), *bd = to_doubles(&b), ref[36], m[6], v[6], r[6];
+  double *xd = tu_to_doubles(&x), *bd = tu_to_doubles(&b), ref[36], m[6], v[6],
+         r[6];
   norm_instance_params_t p = {1e-5};
   EXPECT_RC(norm_instance(&x, NULL, &b, &p, &x, NULL), NORM_OK);
   ref_instance(xd, 2, 3, 6, NULL, bd, 1e-5, ref, m, v, r);
   for (size_t i = 0; i < 36; i++)
-    ck_assert_msg(out_close(&x, i, ref[i], 1e-12), "y[%zu] = %g want %g", i,
-                  norm_tensor_get(&x, i), ref[i]);
+    ck_assert_msg(tu_out_close(&x, i, ref[i], 1e-6, 1e-12),
+                  "y[%zu] = %g want %g", i, norm_tensor_get(&x, i), ref[i]);
   free(xd);
   free(bd);
   tu_tensor_free(&x);
@@ -367,8 +273,8 @@ START_TEST(test_constant_instances) {
     c.affine = 0;
     run_icase(&c, make_some_constant);
   }
-  norm_tensor_t x = mk(NORM_F32, 3, SHAPE(2, 3, 9));
-  norm_tensor_t y = mk(NORM_F32, 3, SHAPE(2, 3, 9));
+  norm_tensor_t x = tu_mk(NORM_F32, 3, SHAPE(2, 3, 9));
+  norm_tensor_t y = tu_mk(NORM_F32, 3, SHAPE(2, 3, 9));
   make_some_constant(&x);
   double v[6];
   norm_stats_t st = {NULL, v, NULL, NULL};
@@ -386,11 +292,12 @@ END_TEST
 
 static void poison_case(double bad) {
   const size_t N = 2, C = 3, S = 5;
-  norm_tensor_t x = mk(NORM_F32, 3, SHAPE(2, 3, 5));
-  norm_tensor_t y = mk(NORM_F32, 3, SHAPE(2, 3, 5));
+  norm_tensor_t x = tu_mk(NORM_F32, 3, SHAPE(2, 3, 5));
+  norm_tensor_t y = tu_mk(NORM_F32, 3, SHAPE(2, 3, 5));
   tu_fill_uniform(&x, 51, -1, 1);
   norm_tensor_set(&x, (1 * C + 0) * S + 4, bad); /* instance (1, 0) */
-  double *xd = to_doubles(&x), ref[30], m[6], v[6], r[6], gm[6], gv[6], gr[6];
+  double *xd = tu_to_doubles(&x), ref[30], m[6], v[6], r[6], gm[6], gv[6],
+         gr[6];
   norm_stats_t st = {gm, gv, gr, NULL};
   norm_instance_params_t p = {1e-5};
   EXPECT_RC(norm_instance(&x, NULL, NULL, &p, &y, &st), NORM_OK);
@@ -408,7 +315,8 @@ static void poison_case(double bad) {
     if (g == 3)
       ck_assert(!isfinite(gm[g]) && !isfinite(gr[g]));
     else
-      ck_assert(rel_close(gm[g], m[g], 1e-10) && rel_close(gv[g], v[g], 1e-10));
+      ck_assert(tu_rel_close(gm[g], m[g], 1e-10) &&
+                tu_rel_close(gv[g], v[g], 1e-10));
   }
   free(xd);
   tu_tensor_free(&x);
@@ -437,7 +345,7 @@ static void rows_case(const icase_t *c) {
   EXPECT_RC(norm_instance(&whole.x, w, b, &p, &whole.y, &st), NORM_OK);
 
   size_t ng = whole.ngroups, cuts[4] = {0, 1, ng / 2, ng - 1};
-  size_t ybytes = nbytes(&part.y), es = norm_dtype_size(part.y.dtype);
+  size_t ybytes = tu_nbytes(&part.y), es = norm_dtype_size(part.y.dtype);
   memset(part.y.data, 0x5A, ybytes);
   for (int k = 3; k >= 0; k--) { /* last range first: earlier ones stay 0x5A */
     size_t lo = cuts[k], hi = k < 3 ? cuts[k + 1] : ng;
@@ -487,8 +395,8 @@ START_TEST(test_rows_split) {
 END_TEST
 
 START_TEST(test_rows_bad_range) {
-  norm_tensor_t x = mk(NORM_F32, 3, SHAPE(2, 3, 4));
-  norm_tensor_t y = mk(NORM_F32, 3, SHAPE(2, 3, 4));
+  norm_tensor_t x = tu_mk(NORM_F32, 3, SHAPE(2, 3, 4));
+  norm_tensor_t y = tu_mk(NORM_F32, 3, SHAPE(2, 3, 4));
   norm_instance_params_t p = {1e-5};
   EXPECT_RC(norm_instance_rows(&x, NULL, NULL, &p, &y, NULL, 0, 7),
             NORM_E_RANGE);
@@ -521,8 +429,8 @@ END_TEST
 /* ---- Errors ------------------------------------------------------------- */
 
 START_TEST(test_err_eps) {
-  norm_tensor_t x = mk(NORM_F32, 3, SHAPE(2, 3, 4));
-  norm_tensor_t y = mk(NORM_F32, 3, SHAPE(2, 3, 4));
+  norm_tensor_t x = tu_mk(NORM_F32, 3, SHAPE(2, 3, 4));
+  norm_tensor_t y = tu_mk(NORM_F32, 3, SHAPE(2, 3, 4));
   double bad[4] = {-1e-5, -INFINITY, NAN, INFINITY};
   for (int i = 0; i < 4; i++) {
     norm_instance_params_t p = {bad[i]};
@@ -537,16 +445,16 @@ END_TEST
 
 START_TEST(test_err_null_and_shape) {
   norm_instance_params_t p = {1e-5};
-  norm_tensor_t x = mk(NORM_F32, 3, SHAPE(2, 3, 4));
-  norm_tensor_t y = mk(NORM_F32, 3, SHAPE(2, 3, 4));
+  norm_tensor_t x = tu_mk(NORM_F32, 3, SHAPE(2, 3, 4));
+  norm_tensor_t y = tu_mk(NORM_F32, 3, SHAPE(2, 3, 4));
   EXPECT_RC(norm_instance(NULL, NULL, NULL, &p, &y, NULL), NORM_E_NULL);
   EXPECT_RC(norm_instance(&x, NULL, NULL, NULL, &y, NULL), NORM_E_NULL);
   EXPECT_RC(norm_instance(&x, NULL, NULL, &p, NULL, NULL), NORM_E_NULL);
   tu_tensor_free(&x);
   tu_tensor_free(&y);
 
-  norm_tensor_t v = mk(NORM_F32, 1, SHAPE(5));
-  norm_tensor_t vy = mk(NORM_F32, 1, SHAPE(5));
+  norm_tensor_t v = tu_mk(NORM_F32, 1, SHAPE(5));
+  norm_tensor_t vy = tu_mk(NORM_F32, 1, SHAPE(5));
   EXPECT_RC(norm_instance(&v, NULL, NULL, &p, &vy, NULL), NORM_E_CHANNELS);
   tu_tensor_free(&v);
   tu_tensor_free(&vy);
@@ -584,13 +492,13 @@ END_TEST
 
 START_TEST(test_err_output_weight_bias) {
   norm_instance_params_t p = {1e-5};
-  norm_tensor_t x = mk(NORM_F32, 3, SHAPE(2, 3, 4));
-  norm_tensor_t y = mk(NORM_F32, 3, SHAPE(2, 3, 4));
-  norm_tensor_t ybad = mk(NORM_F32, 3, SHAPE(2, 4, 3));
-  norm_tensor_t y4 = mk(NORM_F32, 4, SHAPE(2, 3, 4, 1));
-  norm_tensor_t ok = mk(NORM_F32, 1, SHAPE(3));
-  norm_tensor_t w4 = mk(NORM_F32, 1, SHAPE(4));
-  norm_tensor_t w23 = mk(NORM_F32, 2, SHAPE(2, 3));
+  norm_tensor_t x = tu_mk(NORM_F32, 3, SHAPE(2, 3, 4));
+  norm_tensor_t y = tu_mk(NORM_F32, 3, SHAPE(2, 3, 4));
+  norm_tensor_t ybad = tu_mk(NORM_F32, 3, SHAPE(2, 4, 3));
+  norm_tensor_t y4 = tu_mk(NORM_F32, 4, SHAPE(2, 3, 4, 1));
+  norm_tensor_t ok = tu_mk(NORM_F32, 1, SHAPE(3));
+  norm_tensor_t w4 = tu_mk(NORM_F32, 1, SHAPE(4));
+  norm_tensor_t w23 = tu_mk(NORM_F32, 2, SHAPE(2, 3));
   EXPECT_RC(norm_instance(&x, NULL, NULL, &p, &ybad, NULL), NORM_E_OUTPUT);
   EXPECT_RC(norm_instance(&x, NULL, NULL, &p, &y4, NULL), NORM_E_OUTPUT);
   EXPECT_RC(norm_instance_rows(&x, NULL, NULL, &p, &ybad, NULL, 0, 1),

@@ -1,16 +1,28 @@
 /* testutil.h -- small helpers shared by the unit tests: guarded buffers that
- * catch writes past an output, tensor builders, and a seeded RNG. Header-only
- * (static functions) so each check_*.c stays self-contained. */
+ * catch writes past an output, tensor builders, a seeded RNG, tolerant
+ * comparisons, and the naive double reference of the (N, C, *) norms.
+ * Header-only (static functions) so each check_*.c stays self-contained. */
 #ifndef TESTS_TESTUTIL_H
 #define TESTS_TESTUTIL_H
 
 #include <check.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "norm.h"
+
+/* A shape literal: SHAPE(2, 3, 4). */
+#define SHAPE(...) ((const int64_t[]){__VA_ARGS__})
+/* A call returns `want`; the message names both codes. */
+#define EXPECT_RC(call, want)                                                  \
+  do {                                                                         \
+    int rc_ = (call), want_ = (want);                                          \
+    ck_assert_msg(rc_ == want_, "%s: got %d (%s), want %d (%s)", #call, rc_,   \
+                  norm_err_name(rc_), want_, norm_err_name(want_));            \
+  } while (0)
 
 #define TU_GUARD_BYTES 64
 #define TU_GUARD_BYTE 0xA5
@@ -67,6 +79,39 @@ static inline void tu_tensor_free(norm_tensor_t *t) {
   t->data = NULL;
 }
 
+/* tu_tensor() with the shape from an array. */
+static inline norm_tensor_t tu_mk(norm_dtype_t dtype, int rank,
+                                  const int64_t *shape) {
+  norm_tensor_t t;
+  memset(&t, 0, sizeof t);
+  t.dtype = dtype;
+  t.rank = rank;
+  size_t n = 1;
+  for (int i = 0; i < rank; i++) n *= (size_t)(t.shape[i] = shape[i]);
+  t.data = tu_alloc_guarded(n * norm_dtype_size(dtype));
+  return t;
+}
+
+static inline size_t tu_nbytes(const norm_tensor_t *t) {
+  return tu_numel(t) * norm_dtype_size(t->dtype);
+}
+
+/* A guarded copy of src (shape, dtype and data). */
+static inline norm_tensor_t tu_mk_copy(const norm_tensor_t *src) {
+  norm_tensor_t t = tu_mk(src->dtype, src->rank, src->shape);
+  memcpy(t.data, src->data, tu_nbytes(src));
+  return t;
+}
+
+/* t's elements as a malloc'ed array of doubles (the caller frees it). */
+static inline double *tu_to_doubles(const norm_tensor_t *t) {
+  size_t n = tu_numel(t);
+  double *d = malloc(n * sizeof *d);
+  ck_assert_ptr_nonnull(d);
+  for (size_t i = 0; i < n; i++) d[i] = norm_tensor_get(t, i);
+  return d;
+}
+
 /* Guarded array of n doubles for statistics. */
 static inline double *tu_doubles(size_t n) {
   return tu_alloc_guarded(n * sizeof(double));
@@ -108,6 +153,136 @@ static inline int tu_close(double got, double want, double tol) {
   double d = got - want;
   if (d < 0) d = -d;
   return d <= tol * scale;
+}
+/* Sign-magnitude 16-bit pattern to a monotone integer (ulp distances). */
+static inline int tu_ord16(uint16_t h) {
+  return (h & 0x8000) ? -(int)(h & 0x7fff) : (int)h;
+}
+
+/* Output element i of y against the double reference: float32 within
+ * tu_close(tol), float64 within tu_close(tol64), float16/bfloat16 within 1
+ * ulp of the reference rounded to the format (or within 1e-6, for results
+ * so close to 0 that the format's ulp is finer than float arithmetic).
+ * A NaN reference wants a NaN. */
+static inline int tu_out_close(const norm_tensor_t *y, size_t i, double ref,
+                               double tol, double tol64) {
+  double got = norm_tensor_get(y, i);
+  if (isnan(ref)) return isnan(got);
+  switch (y->dtype) {
+  case NORM_F32: return tu_close(got, ref, tol);
+  case NORM_F64: return tu_close(got, ref, tol64);
+  case NORM_F16:
+  case NORM_BF16: {
+    uint16_t g = ((const uint16_t *)y->data)[i];
+    uint16_t w = y->dtype == NORM_F16 ? norm_f16_from_float((float)ref)
+                                      : norm_bf16_from_float((float)ref);
+    if (isnan(got)) return 0;
+    return abs(tu_ord16(g) - tu_ord16(w)) <= 1 || tu_close(got, ref, 1e-6);
+  }
+  default: return 0;
+  }
+}
+
+/* Every element of y against ref[], as tu_out_close. */
+static inline void tu_check_output(const char *what, const norm_tensor_t *y,
+                                   const double *ref, double tol,
+                                   double tol64) {
+  size_t n = tu_numel(y);
+  for (size_t i = 0; i < n; i++)
+    ck_assert_msg(tu_out_close(y, i, ref[i], tol, tol64),
+                  "%s[%zu] (%s): got %.17g want %.17g", what, i,
+                  norm_dtype_name(y->dtype), norm_tensor_get(y, i), ref[i]);
+}
+
+/* Relative closeness for double statistics; a NaN reference wants NaN. */
+static inline int tu_rel_close(double got, double want, double tol) {
+  if (isnan(want)) return isnan(got);
+  if (got == want) return 1;
+  return fabs(got - want) <= tol * fabs(want) + 1e-300;
+}
+
+/* Variance against the naive reference, whose own mean carries a rounding
+ * error of ~1e-16 * |mean|: that adds up to ~(1e-16 * mean)^2 to its var. */
+static inline int tu_var_close(double got, double want, double mean,
+                               double tol) {
+  return tu_rel_close(got, want, tol) ||
+         fabs(got - want) <= 1e-28 * mean * mean;
+}
+
+/* A kernel's per-group statistics against the reference's: mean and rstd
+ * within tu_rel_close(tol), var within tu_var_close(tol). */
+static inline void tu_check_stats(const norm_stats_t *got, const double *mean,
+                                  const double *var, const double *rstd,
+                                  size_t n, double tol) {
+  for (size_t g = 0; g < n; g++)
+    ck_assert_msg(tu_rel_close(got->mean[g], mean[g], tol) &&
+                      tu_var_close(got->var[g], var[g], mean[g], tol) &&
+                      tu_rel_close(got->rstd[g], rstd[g], tol),
+                  "stats[%zu]: got %.17g %.17g %.17g want %.17g %.17g %.17g", g,
+                  got->mean[g], got->var[g], got->rstd[g], mean[g], var[g],
+                  rstd[g]);
+}
+
+/* ---- the (N, C, *) norms' reference ---------------------------------------
+ * x is (N, C, S) row-major (S = product of the spatial dims). Channel c of
+ * sample n belongs to group n * G + c / (C / G); with `pooled`, to group
+ * c / (C / G) of all samples together. Batch norm is G = C pooled, group
+ * norm G, instance norm G = C. */
+typedef struct {
+  size_t N, C, S, G;
+  int pooled;
+} tu_nc_t;
+
+static inline size_t tu_nc_groups(const tu_nc_t *l) {
+  return l->pooled ? l->G : l->N * l->G;
+}
+
+/* The naive two-pass double reference: per group, mean = sum(x) / count,
+ * var = sum((x - mean)^2) / count (biased), rstd = 1 / sqrt(var + eps);
+ * then y = (x - mean) * rstd * w_c + b_c (w and b per channel, each may be
+ * NULL). given_mean / given_var (batch norm's eval mode), when not NULL,
+ * replace the statistics of x. mean, var and rstd hold tu_nc_groups()
+ * entries; y holds N * C * S. Sums run in element order. */
+static inline void tu_ref_nc(const double *x, const tu_nc_t *l,
+                             const double *w, const double *b, double eps,
+                             const double *given_mean,
+                             const double *given_var, double *y, double *mean,
+                             double *var, double *rstd) {
+  size_t ng = tu_nc_groups(l), per = l->C / l->G;
+  double count = (double)((l->pooled ? l->N : 1) * per * l->S);
+#define TU_NC_GROUP_(n, c) ((l->pooled ? 0 : (n) * l->G) + (c) / per)
+  for (size_t g = 0; g < ng; g++) {
+    mean[g] = given_mean ? given_mean[g] : 0.0;
+    var[g] = given_var ? given_var[g] : 0.0;
+  }
+  if (given_mean == NULL) {
+    for (size_t n = 0; n < l->N; n++)
+      for (size_t c = 0; c < l->C; c++) {
+        const double *xs = x + (n * l->C + c) * l->S;
+        double *s = &mean[TU_NC_GROUP_(n, c)];
+        for (size_t k = 0; k < l->S; k++) *s += xs[k];
+      }
+    for (size_t g = 0; g < ng; g++) mean[g] /= count;
+    for (size_t n = 0; n < l->N; n++)
+      for (size_t c = 0; c < l->C; c++) {
+        const double *xs = x + (n * l->C + c) * l->S;
+        size_t g = TU_NC_GROUP_(n, c);
+        for (size_t k = 0; k < l->S; k++) {
+          double d = xs[k] - mean[g];
+          var[g] += d * d;
+        }
+      }
+    for (size_t g = 0; g < ng; g++) var[g] /= count;
+  }
+  for (size_t g = 0; g < ng; g++) rstd[g] = 1.0 / sqrt(var[g] + eps);
+  for (size_t n = 0; n < l->N; n++)
+    for (size_t c = 0; c < l->C; c++) {
+      size_t g = TU_NC_GROUP_(n, c), at = (n * l->C + c) * l->S;
+      for (size_t k = 0; k < l->S; k++)
+        y[at + k] = (x[at + k] - mean[g]) * rstd[g] * (w ? w[c] : 1.0) +
+                    (b ? b[c] : 0.0);
+    }
+#undef TU_NC_GROUP_
 }
 
 #endif
