@@ -465,7 +465,7 @@ static void print_usage(FILE *f) {
   fprintf(f, "  %-26s %s\n", "--config FILE",
           "JSON config file (env " ENV_CONFIG ")");
   fprintf(f, "  %-26s %s\n", "--print-config",
-          "print the effective config as JSON and exit");
+          "check the config as startup does, print it as JSON, exit");
   fprintf(f, "  %-26s %s\n", "--version", "print the version and exit");
   fprintf(f, "  %-26s %s\n\n", "-h, --help", "print this help and exit");
   for (int i = 0; i < NKEYS; i++) {
@@ -616,9 +616,5 @@ config_action_t config_from_args(config_t *cfg, int argc, char **argv,
       return CONFIG_EXIT_ERR;
   }
   *cfg = tmp;
-  if (print) {
-    config_print(cfg, f);
-    return CONFIG_EXIT_OK;
-  }
-  return CONFIG_RUN;
+  return print ? CONFIG_PRINT : CONFIG_RUN;
 }

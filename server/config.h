@@ -53,14 +53,17 @@ int config_load_env(config_t *cfg, char *const *envp, char *err, size_t errlen);
 /* Result of config_parse_args. */
 typedef enum {
   CONFIG_RUN = 0,   /* start the daemon */
-  CONFIG_EXIT_OK,   /* --help / --version / --print-config printed; exit 0 */
+  CONFIG_EXIT_OK,   /* --help / --version printed; exit 0 */
   CONFIG_EXIT_ERR,  /* bad flag or value; message in err; exit 2 */
+  CONFIG_PRINT,     /* --print-config: cfg is complete and valid; the caller
+                       makes its startup checks, then config_print()s it */
 } config_action_t;
 
 /* Full precedence chain for main(): defaults, then the file named by
  * --config (or NORMD_CONFIG), then the environment, then the flags.
- * --help, --version and --print-config (the effective config as JSON)
- * print to `out` and return CONFIG_EXIT_OK. Messages in err (here and
+ * --help and --version print to `out` and return CONFIG_EXIT_OK;
+ * --print-config returns CONFIG_PRINT with cfg filled in, printing
+ * nothing (main checks it as startup would, then prints). Messages in err (here and
  * above) are one line without the program name: main prints
  * "normd: <err>\n" to stderr. */
 config_action_t config_from_args(config_t *cfg, int argc, char **argv,

@@ -1126,6 +1126,48 @@ static void server_free(server_t *srv) {
   free(srv);
 }
 
+/* What http_start checks before it listens, and --print-config with it
+ * (http_check_config): the host resolves, the API keys and their file are
+ * valid, tls_cert and tls_key are both set or both not, and readable. Fills
+ * addr, ipv6, srv->auth and srv->tls_*_pem (NULL without TLS); on failure
+ * the caller frees what was filled. 0, or -1 with a one-line err. */
+static int server_prepare(server_t *srv, const config_t *cfg,
+                          struct sockaddr_storage *addr, int *ipv6, char *err,
+                          size_t errlen) {
+  if (resolve(cfg->host, (uint16_t)cfg->port, addr, ipv6) != 0) {
+    snprintf(err, errlen, "cannot resolve host \"%s\"", cfg->host);
+    return -1;
+  }
+  srv->auth = auth_create(cfg->api_keys, cfg->api_keys_file, err, errlen);
+  if (srv->auth == NULL) return -1;
+  int tls = cfg->tls_cert[0] != '\0' || cfg->tls_key[0] != '\0';
+  if (tls && (!cfg->tls_cert[0] || !cfg->tls_key[0])) {
+    snprintf(err, errlen, "tls_cert and tls_key go together: set both or neither");
+    return -1;
+  }
+  if (tls && (srv->tls_cert_pem = read_text_file(cfg->tls_cert)) == NULL) {
+    snprintf(err, errlen, "tls_cert: cannot read %s", cfg->tls_cert);
+    return -1;
+  }
+  if (tls && (srv->tls_key_pem = read_text_file(cfg->tls_key)) == NULL) {
+    snprintf(err, errlen, "tls_key: cannot read %s", cfg->tls_key);
+    return -1;
+  }
+  return 0;
+}
+
+int http_check_config(const config_t *cfg, char *err, size_t errlen) {
+  server_t srv;
+  memset(&srv, 0, sizeof srv);
+  struct sockaddr_storage addr;
+  int ipv6 = 0;
+  int rc = server_prepare(&srv, cfg, &addr, &ipv6, err, errlen);
+  auth_free(srv.auth);
+  free(srv.tls_cert_pem);
+  free(srv.tls_key_pem);
+  return rc;
+}
+
 server_t *http_start(const config_t *cfg, pool_t *pool, char *err,
                      size_t errlen) {
   server_t *srv = calloc(1, sizeof *srv);
@@ -1146,25 +1188,8 @@ server_t *http_start(const config_t *cfg, pool_t *pool, char *err,
   srv->limits.max_explain_elements = (size_t)cfg->max_explain_elements;
   struct sockaddr_storage addr;
   int ipv6 = 0;
-  if (resolve(cfg->host, (uint16_t)cfg->port, &addr, &ipv6) != 0) {
-    snprintf(err, errlen, "cannot resolve host \"%s\"", cfg->host);
-    goto fail;
-  }
-  srv->auth = auth_create(cfg->api_keys, cfg->api_keys_file, err, errlen);
-  if (srv->auth == NULL) goto fail;
-  int tls = cfg->tls_cert[0] != '\0' || cfg->tls_key[0] != '\0';
-  if (tls && (!cfg->tls_cert[0] || !cfg->tls_key[0])) {
-    snprintf(err, errlen, "tls_cert and tls_key go together: set both or neither");
-    goto fail;
-  }
-  if (tls && (srv->tls_cert_pem = read_text_file(cfg->tls_cert)) == NULL) {
-    snprintf(err, errlen, "tls_cert: cannot read %s", cfg->tls_cert);
-    goto fail;
-  }
-  if (tls && (srv->tls_key_pem = read_text_file(cfg->tls_key)) == NULL) {
-    snprintf(err, errlen, "tls_key: cannot read %s", cfg->tls_key);
-    goto fail;
-  }
+  if (server_prepare(srv, cfg, &addr, &ipv6, err, errlen) != 0) goto fail;
+  int tls = srv->tls_cert_pem != NULL;
 
   unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
                    MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC | MHD_USE_ERROR_LOG;

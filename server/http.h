@@ -12,6 +12,10 @@
 
 typedef struct server server_t;
 
+/* The checks http_start makes before it listens (the host resolves, API
+ * keys valid, TLS files set together and readable), without listening:
+ * for --print-config. 0, or -1 with a one-line reason in err. */
+int http_check_config(const config_t *cfg, char *err, size_t errlen);
 /* Starts listening per cfg (which must outlive the server). NULL with a
  * one-line reason in err on failure. */
 server_t *http_start(const config_t *cfg, pool_t *pool, char *err,

@@ -57,6 +57,13 @@ int main(int argc, char **argv) {
                            err, sizeof err)) {
   case CONFIG_EXIT_OK: return 0;
   case CONFIG_EXIT_ERR: fprintf(stderr, "normd: %s\n", err); return 2;
+  case CONFIG_PRINT: /* what startup would refuse, refused here too */
+    if (http_check_config(&cfg, err, sizeof err) != 0) {
+      fprintf(stderr, "normd: %s\n", err);
+      return 2;
+    }
+    config_print(&cfg, stdout);
+    return 0;
   case CONFIG_RUN: break;
   }
   log_set_level(cfg.log_level);

@@ -126,6 +126,24 @@ def test_keys_never_printed():
     assert json.loads(r.stdout)["api_keys"] == "(set, hidden)"
 
 
+@pytest.mark.parametrize("flags, message", [
+    (["--tls-cert", "cert.pem"], "tls_cert and tls_key go together"),
+    (["--tls-cert", "/nonexistent.pem", "--tls-key", "/nonexistent.pem"],
+     "tls_cert: cannot read /nonexistent.pem"),
+    (["--api-keys", "short"], "at least 16 characters"),
+    (["--host", "no-such-host.invalid"], "cannot resolve host"),
+])
+def test_print_config_makes_the_startup_checks(flags, message):
+    """--print-config refuses what startup would refuse (exit 2, one line),
+    instead of printing a config the daemon cannot run with."""
+    r = subprocess.run([str(NORMD_BIN), "--print-config"] + flags,
+                       cwd=REPO_ROOT, capture_output=True, text=True, timeout=10)
+    assert r.returncode == 2, r
+    assert r.stdout == ""
+    assert r.stderr.startswith("normd: ") and message in r.stderr, r.stderr
+    assert r.stderr.count("\n") == 1
+
+
 @pytest.mark.parametrize("bad, message", [
     ("short", "at least 16 characters"),
     ("sha256:abcd", "64 hex digits"),

@@ -117,7 +117,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     config_action_t a =
         config_from_args(&cfg, n, lines, envp, out, "fuzz", err, sizeof err);
     if (a == CONFIG_EXIT_ERR) check_err(err);
-    else if (a == CONFIG_RUN) check_printed(&cfg);
+    else if (a == CONFIG_RUN || a == CONFIG_PRINT) check_printed(&cfg);
   }
   free(text);
   return 0;

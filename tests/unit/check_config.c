@@ -382,7 +382,10 @@ START_TEST(test_print_config) {
   const char *args[] = {"--print-config", "--port", "6060", NULL};
   config_t c;
   char err[256] = "", *out = NULL;
-  ck_assert_int_eq(run(&c, args, envp, &out, err, sizeof err), CONFIG_EXIT_OK);
+  ck_assert_int_eq(run(&c, args, envp, &out, err, sizeof err), CONFIG_PRINT);
+  ck_assert_str_eq(out, ""); /* main prints, after its startup checks */
+  free(out);
+  out = print_to_string(&c);
   unlink(path);
   json_error_t je;
   json_t *j = json_loads(out, 0, &je);
