@@ -4,15 +4,16 @@
  * DESIGN. The access handler never parses a body. For a compute route it
  * accumulates the body (413 on Content-Length before reading; a chunked
  * body past the limit is read and dropped, and its 413 goes out when the
- * upload ends, as MHD 0.9 cannot answer mid-body), reserves a pool slot (503 + Retry-After
- * when full: from the headers alone when the pool is already full, else
- * when the body is in), suspends the connection and submits a job. The worker runs
- * service_handle(); the loop thread stores the reply on the connection and
- * resumes it; MHD calls the handler again, which queues the reply. Every
- * request ends in on_completed(), which logs, counts and frees. A compute
- * request counts as open (server.accepted, what a drain waits for) from its
- * first call, when its headers are in: an upload in progress at SIGTERM is
- * read, computed and answered (within drain_timeout_s and request_timeout_s).
+ * upload ends, as MHD 0.9 cannot answer mid-body), reserves a pool slot
+ * (503 + Retry-After when full: from the headers alone when the pool is
+ * already full, else when the body is in), suspends the connection and
+ * submits a job. The worker runs service_handle(); the loop thread stores
+ * the reply on the connection and resumes it; MHD calls the handler again,
+ * which queues the reply. Every request ends in on_completed(), which logs,
+ * counts and frees. A compute request counts as open (server.accepted, what
+ * a drain waits for) from its first call, when its headers are in: an
+ * upload in progress at SIGTERM is read, computed and answered (within
+ * drain_timeout_s and request_timeout_s).
  *
  * Slow and vanished clients. MHD's connection timeout is an idle timeout:
  * a client sending one byte every few seconds is never idle. So each
