@@ -512,6 +512,39 @@ START_TEST(test_inf_isolated) {
 }
 END_TEST
 
+/* Channels of 1e6 values (N * spatial), far from 0: a float accumulator
+ * would be off by far more than the 1e-10 the stats are held to. */
+START_TEST(test_million_value_channels) {
+  bcase_t c = bcase(NORM_F32, 3, SHAPE(4, 2, 250000));
+  c.lo = 100;
+  c.hi = 1000;
+  c.running = 1;
+  run_bcase(&c);
+  c = bcase(NORM_BF16, 4, SHAPE(2, 2, 1000, 500));
+  c.wt = c.rt = NORM_F32;
+  run_bcase(&c);
+}
+END_TEST
+
+/* float32 subnormal inputs with eps = 0: var ~ 1e-78 only exists in double. */
+START_TEST(test_subnormal_inputs) {
+  bcase_t c = bcase(NORM_F32, 3, SHAPE(4, 3, 50));
+  c.lo = -1e-39;
+  c.hi = 3e-39;
+  c.eps = 0;
+  run_bcase(&c);
+  c.affine = 0;
+  c.yt = NORM_F64;
+  run_bcase(&c);
+  c.xt = NORM_BF16; /* bfloat16 has float32's range */
+  c.yt = NORM_F32;
+  run_bcase(&c);
+  c.xt = NORM_F32;
+  c.eps = 1e-5;
+  run_bcase(&c);
+}
+END_TEST
+
 START_TEST(test_too_few) {
   norm_batch_params_t p = {NORM_TRAIN, 1e-5, 0.1, 0, 0};
   const int64_t *shapes[3] = {SHAPE(1, 3), SHAPE(1, 3, 1), SHAPE(1, 2, 1, 1)};
@@ -970,6 +1003,8 @@ Suite *norm_batch_suite(void) {
   tcase_add_test(tc, test_nan_isolated);
   tcase_add_test(tc, test_inf_isolated);
   tcase_add_test(tc, test_too_few);
+  tcase_add_test(tc, test_million_value_channels);
+  tcase_add_test(tc, test_subnormal_inputs);
   suite_add_tcase(s, tc);
 
   tc = tcase_create("Rows");
