@@ -767,8 +767,12 @@ static void json_path_at(const char *text, size_t len, size_t pos, char *path,
                    st[d].key);
     else
       break; /* between members: the object itself */
-    if (d == 0 && st[0].object)
-      snprintf(top, topcap, "%s", path);
+    if (d == 0 && st[0].object && topcap > 0) {
+      size_t k = st[0].keylen < PATH_KEY_MAX ? st[0].keylen : PATH_KEY_MAX;
+      if (k >= topcap) k = topcap - 1;
+      memcpy(top, st[0].key, k);
+      top[k] = '\0';
+    }
     o += n > 0 ? (size_t)n : 0;
   }
 }
