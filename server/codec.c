@@ -6,8 +6,8 @@
 #include <string.h>
 #include <strings.h>
 
-static const codec_t *const codecs[] = {&codec_json, &codec_framed, &codec_npy};
-enum { NCODECS = sizeof codecs / sizeof codecs[0] };
+static const codec_t *const codecs[] = {&codec_json, &codec_framed, &codec_npy,
+                                        NULL};
 
 /* Length of the media type at s, without parameters or surrounding space. */
 static size_t media_type_span(const char *s, const char **start) {
@@ -19,7 +19,7 @@ static size_t media_type_span(const char *s, const char **start) {
 }
 
 static const codec_t *codec_matching(const char *type, size_t n) {
-  for (int i = 0; i < NCODECS; i++) {
+  for (int i = 0; codecs[i] != NULL; i++) {
     const char *mt = codecs[i]->media_type;
     if (strlen(mt) == n && strncasecmp(mt, type, n) == 0) return codecs[i];
   }
@@ -48,11 +48,26 @@ static double quality(const char *params, const char *end) {
   return 1.0;
 }
 
+static int listed(const codec_t *c, const codec_t *const *list) {
+  for (; c != NULL && *list != NULL; list++)
+    if (*list == c) return 1;
+  return 0;
+}
+
 const codec_t *codec_for_accept(const char *accept,
                                 const codec_t *request_codec) {
-  if (accept == NULL || accept[strspn(accept, " \t")] == '\0')
-    return request_codec;
-  /* the acceptable type we speak with the highest q; the first on ties */
+  return codec_for_accept_among(accept, request_codec, codecs);
+}
+
+const codec_t *codec_for_accept_among(const char *accept,
+                                      const codec_t *request_codec,
+                                      const codec_t *const *answers) {
+  /* what no Accept and the wildcards stand for */
+  const codec_t *any = request_codec != NULL && !listed(request_codec, answers)
+                           ? answers[0]
+                           : request_codec;
+  if (accept == NULL || accept[strspn(accept, " \t")] == '\0') return any;
+  /* the acceptable type in `answers` with the highest q; the first on ties */
   const codec_t *best = NULL;
   double best_q = 0.0;
   const char *s = accept;
@@ -65,9 +80,9 @@ const codec_t *codec_for_accept(const char *accept,
     if (q > best_q) {
       const codec_t *c = (n == 3 && strncmp(type, "*/*", 3) == 0) ||
                                  (n == 13 && strncasecmp(type, "application/*", 13) == 0)
-                             ? request_codec
+                             ? any
                              : codec_matching(type, n);
-      if (c) {
+      if (listed(c, answers)) {
         best = c;
         best_q = q;
       }

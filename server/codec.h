@@ -59,4 +59,12 @@ const codec_t *codec_for_content_type(const char *content_type);
 const codec_t *codec_for_accept(const char *accept,
                                 const codec_t *request_codec);
 
+/* The same among the codecs of `answers` (NULL-terminated, not empty)
+ * only: an acceptable type outside it is skipped like one normd does not
+ * speak, and no Accept or a wildcard means request_codec, or answers[0]
+ * when request_codec is not among them. NULL when nothing acceptable (406). */
+const codec_t *codec_for_accept_among(const char *accept,
+                                      const codec_t *request_codec,
+                                      const codec_t *const *answers);
+
 #endif

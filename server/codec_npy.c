@@ -5,9 +5,11 @@
  * row-major), every other scalar field comes from the query string with the
  * JSON field names (?eps=1e-5&normalized_shape=768; decode_query) --
  * tensors (weight, bias, running stats) take JSON or the binary framing.
- * The parameters then go through the same decoder as a JSON body. Response: the output tensor as a
- * version 1.0 .npy (little-endian, C order); .npy carries one array, so the
- * statistics need Accept: application/json. */
+ * The parameters then go through the same decoder as a JSON body. Only the
+ * norms and /v1/moments take a .npy body (service.c's format table).
+ * Response: the output tensor of a norm as a version 1.0 .npy
+ * (little-endian, C order); .npy carries one array, so the statistics need
+ * Accept: application/json. */
 #include <ctype.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -289,9 +291,10 @@ static int npy_encode(const request_t *req, const result_t *res, reply_t *out,
                       : t->dtype == NORM_F64 ? "<f8"
                       : t->dtype == NORM_F16 ? "<f2"
                                              : NULL;
-  if (req->op == OP_MOMENTS || req->op == OP_MOMENTS_MERGE || t->data == NULL)
+  if (t->data == NULL) /* negotiation offers .npy for the norms only */
     return problem_set(prob, 406, "not_acceptable", NULL,
-                       "moments have no .npy form; ask for application/json");
+                       "%s has no .npy answer; ask for application/json",
+                       op_name(req->op));
   if (descr == NULL)
     return problem_set(prob, 406, "not_acceptable", "output_dtype",
                        ".npy has no bfloat16; ask for output_dtype float32 or "

@@ -568,7 +568,7 @@ static int decode_field(field_id_t id, const char *name, const json_t *v,
   case FLD_NUM_BATCHES_TRACKED:
     if (get_integer(v, name, &i64, prob) != 0) return -1;
     if (i64 < 0 || i64 > INT64_MAX / 2)
-      return bad_field(prob, name, "an integer >= 0");
+      return bad_field(prob, name, "an integer in 0..4611686018427387903");
     req->batch.num_batches_tracked = i64;
     return 0;
   case FLD_RETURN: return decode_return(v, &req->ret, prob);

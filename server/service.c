@@ -19,6 +19,45 @@ static int parse_header_length(const char *text, int64_t *out,
   return 0;
 }
 
+/* The wire formats of each /v1 operation; negotiation reads nothing else.
+ * Every operation takes and answers JSON. A .npy body is the input tensor,
+ * so only the operations with an input take one, and a .npy answer is the
+ * output tensor, so only the norms give one. The framing is the JSON
+ * request with its tensors as raw bytes after it: every operation takes it
+ * (merge and the experiment have no tensors, so theirs is the JSON header
+ * alone), and those without an output tensor answer a framed Accept with
+ * plain JSON (encode_v1). */
+static const codec_t *const all_formats[] = {&codec_json, &codec_framed,
+                                             &codec_npy, NULL};
+static const codec_t *const no_npy[] = {&codec_json, &codec_framed, NULL};
+static const struct {
+  const char *route;
+  const codec_t *const *takes, *const *answers;
+} formats[OP_COUNT] = {
+    [OP_LAYER] = {"/v1/norm/layer", all_formats, all_formats},
+    [OP_RMS] = {"/v1/norm/rms", all_formats, all_formats},
+    [OP_BATCH] = {"/v1/norm/batch", all_formats, all_formats},
+    [OP_GROUP] = {"/v1/norm/group", all_formats, all_formats},
+    [OP_INSTANCE] = {"/v1/norm/instance", all_formats, all_formats},
+    [OP_MOMENTS] = {"/v1/moments", all_formats, no_npy},
+    [OP_MOMENTS_MERGE] = {"/v1/moments/merge", no_npy, no_npy},
+    [OP_RESIDUAL] = {"/v1/residual/simulate", no_npy, no_npy},
+};
+
+static int takes(op_t op, const codec_t *c) {
+  for (const codec_t *const *t = formats[op].takes; *t != NULL; t++)
+    if (*t == c) return 1;
+  return 0;
+}
+
+/* What op answers, for a 406 detail. */
+static const char *answers_text(op_t op) {
+  return formats[op].answers == all_formats
+             ? "application/json, application/octet-stream or "
+               "application/x-npy"
+             : "application/json only (there is no .npy form)";
+}
+
 /* The decoder and encoder for this request, or a 415 / 406 problem. */
 static int negotiate(const service_input_t *in, const codec_t **decoder,
                      const codec_t **encoder, problem_t *prob) {
@@ -37,13 +76,18 @@ static int negotiate(const service_input_t *in, const codec_t **decoder,
                        "Content-Type %s is not supported; send "
                        "application/json, application/octet-stream (binary "
                        "framing) or application/x-npy", in->content_type);
-  *encoder = codec_for_accept(in->accept, *decoder);
-  if (*encoder == NULL)
-    return problem_set(prob, 406, "not_acceptable", NULL,
-                       "cannot answer with any type in Accept: %s; normd "
-                       "answers application/json, application/octet-stream "
-                       "or application/x-npy", in->accept);
-  return 0;
+  if (!takes(in->op, *decoder))
+    return problem_set(prob, 415, "unsupported_media_type", NULL,
+                       "%s takes no %s body (a .npy file is an input tensor, "
+                       "and this operation has none); send application/json "
+                       "or application/octet-stream (binary framing)",
+                       formats[in->op].route, (*decoder)->media_type);
+  *encoder =
+      codec_for_accept_among(in->accept, *decoder, formats[in->op].answers);
+  if (*encoder != NULL) return 0;
+  return problem_set(prob, 406, "not_acceptable", NULL,
+                     "cannot answer with any type in Accept: %s; %s answers %s",
+                     in->accept, formats[in->op].route, answers_text(in->op));
 }
 
 /* A request and its result, kept alive with a reply whose parts point

@@ -272,3 +272,25 @@ def test_daemon_survives_garbage_framing(daemon):
     assert daemon.alive()
     assert Framed(daemon.request("POST", "/v1/norm/batch", body=body, headers={
         "Content-Type": OCTET, "Inference-Header-Content-Length": str(hl)})).header
+
+
+# ---- routes without tensors: the JSON header alone -----------------------------------
+
+@pytest.mark.parametrize("path,header,key", [
+    ("/v1/moments/merge", {"parts": [{"count": [2], "mean": [1], "m2": [2]},
+                                     {"count": [2], "mean": [3], "m2": [2]}]},
+     "count"),
+    ("/v1/residual/simulate", {"tokens": 2, "d": 4, "layers": 1}, "pre"),
+])
+def test_framed_header_without_tensors(daemon, path, header, key):
+    """merge and the experiment take no tensors, so their framed body is a
+    JSON header and nothing after it; the answer is JSON, also to
+    Accept: application/octet-stream; a binary part is left over (400)."""
+    want = daemon.post_json(path, header)
+    assert want.status == 200, want
+    for accept in (None, OCTET):
+        r = post_framed(daemon, path, header, [], accept=accept)
+        assert r.status == 200 and r.content_type == "application/json", r
+        assert key in r.json() and r.json() == want.json()
+    assert_problem(post_framed(daemon, path, header, [np.ones(1, "<f4")]),
+                   400, "binary_size_mismatch")

@@ -358,3 +358,38 @@ def test_daemon_survives_garbage_files(daemon):
         assert resp.status in (200, 400, 413, 415, 422), resp
     assert daemon.alive()
     npy_ok(post_npy(daemon, "/v1/norm/layer", bytes(good)), "<f8", (4, 6))
+
+
+# ---- routes without an input tensor, and the JSON-only answers -----------------
+
+@pytest.mark.parametrize("path", ["/v1/moments/merge", "/v1/residual/simulate"])
+@pytest.mark.parametrize("accept", [None, "application/json", NPY])
+def test_npy_body_without_an_input_is_415(daemon, path, accept):
+    """A .npy body is an input tensor: the routes that take none refuse it
+    (before decoding or running anything), whatever Accept says."""
+    body = npy_bytes(sample((2, 4), seed=30).astype("<f4"))
+    doc = assert_problem(post_npy(daemon, path, body, accept=accept),
+                         415, "unsupported_media_type")
+    assert path in doc["detail"] and NPY in doc["detail"], doc
+
+
+def test_moments_answer_json_to_a_npy_request(daemon):
+    """Moments have no .npy form: a .npy request is answered in JSON unless
+    Accept allows nothing else, and the 406 names the route."""
+    x = sample((3, 2), seed=31).astype("<f4")
+    for accept in (None, "*/*", "application/json",
+                   NPY + ", application/json"):
+        resp = post_npy(daemon, "/v1/moments", npy_bytes(x), accept=accept,
+                        query={"layout": "channels"})
+        assert resp.status == 200 and resp.content_type == "application/json", \
+            (accept, resp)
+        assert_close(resp.json()["mean"], x.astype(np.float64).mean(axis=0),
+                     "float64")
+    doc = assert_problem(post_npy(daemon, "/v1/moments", npy_bytes(x),
+                                  accept=NPY), 406, "not_acceptable")
+    assert "/v1/moments answers application/json only" in doc["detail"], doc
+    doc = assert_problem(daemon.post_json("/v1/residual/simulate",
+                                          {"tokens": 2, "d": 4, "layers": 1},
+                                          headers={"Accept": NPY}),
+                         406, "not_acceptable")
+    assert "/v1/residual/simulate" in doc["detail"], doc
