@@ -560,9 +560,17 @@ def test_overloaded(start_normd, path, body, special, op_id):
             assert r.status == 200, r
 
 
+def slow_simulate_body(layers=16):
+    """Work that keeps one worker busy for about 0.3 s with a small body:
+    the Pre-Norm / Post-Norm simulation costs layers x tokens x d^2. (A big
+    tensor would not do: decoding it got fast enough to finish before the
+    signal arrives.)"""
+    return ('{"tokens":64,"d":256,"layers":%d}' % layers).encode()
+
+
 def test_draining(start_normd):
     d = start_normd("--threads", 1)
-    body = big_layer_body()
+    body = slow_simulate_body()
     probes = [d.connect(30) for _ in range(3)]
     for p in probes:  # keep-alive connections opened before the signal
         p.request("GET", "/healthz")
@@ -574,7 +582,7 @@ def test_draining(start_normd):
     def client(i):
         conn = d.connect(60)
         try:
-            conn.request("POST", "/v1/norm/layer", body=body,
+            conn.request("POST", "/v1/residual/simulate", body=body,
                          headers={"Content-Type": "application/json"})
             sent[i].set()
             done.append(cl.read_response(conn).status)
