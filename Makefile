@@ -67,8 +67,25 @@ run: deps
 	$(MAKE) $(NORMD)
 	./$(NORMD) --config config/normd.json
 
+# The unit tests once per kernel table this CPU can run (NORM_SIMD forces
+# one; an AVX512-BF16 CPU picks avx512bf16 by itself), so the base, AVX2 and
+# AVX-512 loops, and the streaming stores of the AVX-512 ones, are all
+# tested. `check_unit --simd` names the table NORM_SIMD gives; tables the CPU
+# lacks are named and skipped before the runs, so each run closes with
+# Check's summary line. Any failing run fails the target.
+UNIT_ISAS := base avx2 avx512 avx512bf16
 unit-test: $(UNIT_BIN)
-	./$(UNIT_BIN)
+	@run=; for isa in $(UNIT_ISAS); do \
+	  got=$$(NORM_SIMD=$$isa $(UNIT_BIN) --simd) || exit 1; \
+	  if [ "$$got" = "$$isa" ]; then run="$$run $$isa"; \
+	  else echo "unit-test: $$isa skipped: not supported by this CPU" \
+	    "(NORM_SIMD=$$isa runs $$got)"; fi; \
+	done; \
+	[ -n "$$run" ] || { echo "unit-test: no kernel table to test" >&2; exit 1; }; \
+	rc=0; for isa in $$run; do \
+	  echo "unit-test: NORM_SIMD=$$isa $(UNIT_BIN)"; \
+	  NORM_SIMD=$$isa $(UNIT_BIN) || rc=1; \
+	done; exit $$rc
 
 # examples/client.c (libcurl + jansson), run by tests/contract/test_examples.py.
 EXAMPLE_CLIENT := $(BUILD)/examples/client

@@ -752,6 +752,59 @@ START_TEST(test_rows_bad_range) {
 }
 END_TEST
 
+/* ---- Streaming ------------------------------------------------------------ */
+
+/* Outputs of 16 MiB and more are written with streaming stores (engine.c's
+ * STREAM_BYTES; on the AVX-512 tables: `make unit-test` runs every ISA).
+ * x is `rows` rows of 3001 elements, so each row of y starts at another
+ * alignment, and y itself sits one element past a 64-byte-unaligned
+ * address: the aligned head, the streamed body and the tail must match the
+ * reference, the bytes before y and the guard after it stay untouched. */
+static void stream_case(norm_dtype_t xdt, norm_dtype_t ydt, int64_t rows,
+                        int affine) {
+  const int64_t shape[] = {rows, 3001};
+  size_t es = norm_dtype_size(ydt), n = (size_t)rows * 3001;
+  ck_assert_uint_ge(n * es, (size_t)16 << 20);
+  norm_tensor_t x = mk(xdt, 2, shape);
+  norm_tensor_t w = mk(NORM_F32, 1, shape + 1), b = mk(NORM_F32, 1, shape + 1);
+  tu_fill_uniform(&x, 91, -2, 3);
+  tu_fill_uniform(&w, 92, 0.5, 2);
+  tu_fill_uniform(&b, 93, -1, 1);
+  unsigned char *buf = tu_alloc_guarded(es + n * es); /* zeroed */
+  norm_tensor_t y = {ydt, 2, {rows, 3001}, buf + es};
+  ck_assert_uint_ne((uintptr_t)y.data % 64, 0);
+  const norm_tensor_t *wp = affine ? &w : NULL, *bp = affine ? &b : NULL;
+  norm_layer_params_t p = {.normalized_ndim = 1, .eps = 1e-5};
+  double *ry = malloc(n * sizeof *ry), *rm = malloc((size_t)rows * sizeof *rm),
+         *rv = malloc((size_t)rows * sizeof *rv),
+         *rr = malloc((size_t)rows * sizeof *rr);
+  ck_assert(ry && rm && rv && rr);
+  ck_assert_int_eq(norm_layer(&x, wp, bp, &p, &y, NULL), NORM_OK);
+  ref_layer(&x, wp, bp, &p, ry, rm, rv, rr);
+  expect_tensor(&y, ry, default_tol(ydt));
+  ck_assert_msg(bytes_are(buf, es, 0), "wrote before y");
+  tu_free_guarded(buf, es + n * es); /* fails if the guard after y changed */
+  free(ry), free(rm), free(rv), free(rr);
+  tu_tensor_free(&x), tu_tensor_free(&w), tu_tensor_free(&b);
+}
+
+/* float32 -> float32, 4.5M elements: the float lanes with weight and bias,
+ * and the double axpb loop without them. */
+START_TEST(test_streamed_output_f32) {
+  stream_case(NORM_F32, NORM_F32, 1500, 1);
+  stream_case(NORM_F32, NORM_F32, 1500, 0);
+}
+END_TEST
+
+/* float32 -> float64 with weight and bias (the double affine loop; 2.25M
+ * elements are 18 MB), and bfloat16 -> bfloat16 (8.4M elements, 16.8 MB:
+ * the AVX512-BF16 axpb loop where the CPU has it). */
+START_TEST(test_streamed_output_f64_bf16) {
+  stream_case(NORM_F32, NORM_F64, 750, 1);
+  stream_case(NORM_BF16, NORM_BF16, 2800, 0);
+}
+END_TEST
+
 /* ---- Errors --------------------------------------------------------------- */
 
 /* A valid call: x (2, 3, 4) f32, weight/bias (4), y (2, 3, 4). Each error
@@ -1061,6 +1114,11 @@ Suite *norm_layer_suite(void) {
   tc = tcase_create("Limits");
   tcase_add_test(tc, test_extreme_eps);
   tcase_add_test(tc, test_f16_output_overflow);
+  suite_add_tcase(s, tc);
+
+  tc = tcase_create("Streaming");
+  tcase_add_test(tc, test_streamed_output_f32);
+  tcase_add_test(tc, test_streamed_output_f64_bf16);
   suite_add_tcase(s, tc);
 
   tc = tcase_create("Rows");
