@@ -507,6 +507,38 @@ START_TEST(test_err_null_and_shape) {
 }
 END_TEST
 
+/* An unknown dtype on x, y, weight or bias is unknown_dtype, whole and
+ * _rows, and nothing is written. */
+START_TEST(test_err_dtype) {
+  norm_instance_params_t p = {1e-5};
+  norm_tensor_t x = tu_mk(NORM_F32, 3, SHAPE(2, 3, 4));
+  norm_tensor_t y = tu_mk(NORM_F32, 3, SHAPE(2, 3, 4));
+  norm_tensor_t w = tu_mk(NORM_F32, 1, SHAPE(3));
+  norm_tensor_t b = tu_mk(NORM_F32, 1, SHAPE(3));
+  tu_fill_uniform(&x, 61, -1, 1);
+  norm_tensor_t *ts[4] = {&x, &y, &w, &b};
+  const int bad[] = {-1, NORM_DTYPE_COUNT, 99};
+  for (int t = 0; t < 4; t++)
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+      ts[t]->dtype = (norm_dtype_t)bad[k];
+      EXPECT_RC(norm_instance(&x, &w, &b, &p, &y, NULL), NORM_E_DTYPE);
+      EXPECT_RC(norm_instance_rows(&x, &w, &b, &p, &y, NULL, 0, 6),
+                NORM_E_DTYPE);
+      ts[t]->dtype = NORM_F32;
+    }
+  for (size_t i = 0; i < 24; i++)
+    ck_assert(norm_tensor_get(&y, i) == 0);
+  x.dtype = (norm_dtype_t)-1;
+  EXPECT_RC(norm_instance_groups(&x), NORM_E_DTYPE);
+  x.dtype = NORM_F32;
+  EXPECT_RC(norm_instance(&x, &w, &b, &p, &y, NULL), NORM_OK);
+  tu_tensor_free(&x);
+  tu_tensor_free(&y);
+  tu_tensor_free(&w);
+  tu_tensor_free(&b);
+}
+END_TEST
+
 /* A valid float16 x whose float64 output would be 2^64 bytes. */
 START_TEST(test_err_output_bytes_overflow) {
   static float buf[4];
@@ -579,6 +611,7 @@ Suite *norm_instance_suite(void) {
   tcase_add_test(tc, test_err_eps);
   tcase_add_test(tc, test_err_null_and_shape);
   tcase_add_test(tc, test_err_output_weight_bias);
+  tcase_add_test(tc, test_err_dtype);
   tcase_add_test(tc, test_err_output_bytes_overflow);
   suite_add_tcase(s, tc);
   return s;
