@@ -52,9 +52,8 @@ int norm_batch_rows(const norm_tensor_t *x, const norm_tensor_t *weight,
   if ((err = check_range(begin, end, l.groups)) != NORM_OK) return err;
   double count = (double)layout_count(&l);
   int update = p->mode == NORM_TRAIN && running_mean != NULL;
-  double factor = p->cumulative && update
-                      ? 1.0 / (double)p->num_batches_tracked
-                      : p->momentum;
+  double factor = p->cumulative && update ? 1.0 / (double)p->num_batches_tracked
+                                          : p->momentum;
   affine_t aff;
   engine_affine_init(&aff, &l, weight, bias);
   for (size_t c = begin; c < end; c++) {

@@ -752,7 +752,7 @@ START_TEST(test_rows_bad_range) {
 }
 END_TEST
 
-/* ---- Streaming ------------------------------------------------------------ */
+/* ---- Streaming ----------------------------------------------------------- */
 
 /* Outputs of 16 MiB and more are written with streaming stores (engine.c's
  * STREAM_BYTES; on the AVX-512 tables: `make unit-test` runs every ISA).
