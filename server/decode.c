@@ -150,17 +150,6 @@ static int data_length_problem(problem_t *prob, const char *field, size_t numel,
                      numel, count);
 }
 
-/* The numbers of a fast-path array into t (allocated for all of them). */
-static int text_fill(const numarray_t *text, norm_tensor_t *t,
-                     const char *field, problem_t *prob) {
-  size_t bad;
-  if (numarray_fill(text, t, &bad) != 0)
-    return problem_set(prob, 400, "malformed_json", field,
-                       "%s: element %zu is beyond the range of a float64 "
-                       "(real number overflow)", field, bad);
-  return 0;
-}
-
 /* Flat or nested `data` into t in row-major order; *pos counts elements and
  * may not pass numel. */
 static int flat_fill(const json_t *v, norm_tensor_t *t, size_t numel,
@@ -240,7 +229,8 @@ int decode_tensor(decode_ctx_t *ctx, const json_t *v, const char *field,
     out->t.rank = text->rank;
     memcpy(out->t.shape, text->shape, sizeof text->shape);
     if (alloc_tensor_data(out, field, lim, &numel, prob) != 0) return -1;
-    return text_fill(text, &out->t, field, prob);
+    numarray_fill(text, &out->t);
+    return 0;
   }
   if (json_is_array(v)) {
     if (nested_shape(v, &out->t, field, prob) != 0) return -1;
@@ -298,7 +288,8 @@ int decode_tensor(decode_ctx_t *ctx, const json_t *v, const char *field,
   if (data_text != NULL) {
     if (data_text->count != numel)
       return data_length_problem(prob, field, numel, data_text->count);
-    return text_fill(data_text, &out->t, field, prob);
+    numarray_fill(data_text, &out->t);
+    return 0;
   }
   if (flat_fill(data, &out->t, numel, &pos, field, prob) != 0) return -1;
   if (pos != numel) return data_length_problem(prob, field, numel, pos);

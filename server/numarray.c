@@ -12,11 +12,9 @@
 
 #include "fmt.h"
 
-/* Arrays with shorter text are left to jansson: not worth a placeholder,
- * and the placeholder ("\u0001" + index in quotes, at most 28 bytes) must
- * fit in the text it replaces, so the skeleton is never longer than the
- * body. */
-enum { MIN_TEXT = 32 };
+/* The longest placeholder: quotes, the 6-character escape \u0001 and an
+ * index of up to 20 digits. */
+enum { PLACEHOLDER_MAX = 28 };
 
 /* The placeholder's first character (written \u0001 in the skeleton). A
  * body whose strings hold the escape \u0001 is not rewritten at all, so a
@@ -97,7 +95,6 @@ static scan_result_t scan_array(const char *p, const char *end, numarray_t *a,
   memset(a, 0, sizeof *a);
   a->text = p;
   a->first = vals->len;
-  a->overflow_at = NUMARRAY_NO_OVERFLOW;
 open:
   if (depth == NORM_MAX_RANK) return SCAN_REJECTED;
   open_count[depth++] = 0;
@@ -116,8 +113,9 @@ value:
       n = nonfinite_len(p, end, &d);
     } else {
       n = fmt_parse_double(p, (size_t)(end - p), &d);
-      if (isinf(d) && n > 0 && a->overflow_at == NUMARRAY_NO_OVERFLOW)
-        a->overflow_at = a->count; /* finite text past float64's range */
+      /* Text past float64's range: jansson refuses the document, and
+       * says where (decode_json_root). */
+      if (isinf(d)) return SCAN_REJECTED;
     }
     if (n == 0) return SCAN_REJECTED;
     p += n;
@@ -165,12 +163,24 @@ static int push_array(numarrays_t *out, const numarray_t *a, size_t *cap) {
   return 0;
 }
 
+/* Room in out->skeleton for `more` bytes past its length (it grows by
+ * doubling). */
+static int skeleton_room(numarrays_t *out, size_t *cap, size_t more) {
+  if (out->skeleton_len + more <= *cap) return 0;
+  size_t want = 2 * (out->skeleton_len + more) + 4 * PLACEHOLDER_MAX;
+  char *grown = realloc(out->skeleton, want);
+  if (grown == NULL) return -1;
+  out->skeleton = grown;
+  *cap = want;
+  return 0;
+}
+
 int numarray_extract(const char *json, size_t len, numarrays_t *out) {
   memset(out, 0, sizeof *out);
   const char *p = json, *end = json + len;
   const char *copied = json;           /* the skeleton holds json up to here */
   const char *last = NULL, *key = NULL; /* the last string; the current key */
-  size_t last_len = 0, key_len = 0, cap = 0;
+  size_t last_len = 0, key_len = 0, cap = 0, skeleton_cap = 0;
   int depth = 0, marked = 0;
   values_t vals = {0};
   while (p < end) {
@@ -202,9 +212,11 @@ int numarray_extract(const char *json, size_t len, numarrays_t *out) {
     if (c == '[' && key != NULL && is_tensor_key(key, key_len))
       scanned = scan_array(p, end, &a, &vals, &after);
     if (scanned == SCAN_OOM) goto oom;
-    if (scanned == SCAN_OK && a.len >= MIN_TEXT) {
-      if (out->skeleton == NULL && (out->skeleton = malloc(len + 1)) == NULL) goto oom;
-      if (push_array(out, &a, &cap) != 0) goto oom;
+    if (scanned == SCAN_OK) {
+      /* A placeholder may be longer than the array it replaces ("[1]"). */
+      if (skeleton_room(out, &skeleton_cap, (size_t)(p - copied) + PLACEHOLDER_MAX) != 0 ||
+          push_array(out, &a, &cap) != 0)
+        goto oom;
       memcpy(out->skeleton + out->skeleton_len, copied, (size_t)(p - copied));
       out->skeleton_len += (size_t)(p - copied);
       out->skeleton_len += (size_t)sprintf(out->skeleton + out->skeleton_len,
@@ -230,6 +242,7 @@ int numarray_extract(const char *json, size_t len, numarrays_t *out) {
     return 0;
   }
   if (out->skeleton != NULL) {
+    if (skeleton_room(out, &skeleton_cap, (size_t)(end - copied) + 1) != 0) goto oom;
     memcpy(out->skeleton + out->skeleton_len, copied, (size_t)(end - copied));
     out->skeleton_len += (size_t)(end - copied);
     out->skeleton[out->skeleton_len] = '\0';
@@ -299,29 +312,25 @@ static void fill_float_from_text(const numarray_t *a, float *out) {
   }
 }
 
-int numarray_fill(const numarray_t *a, norm_tensor_t *t, size_t *bad_index) {
-  if (a->overflow_at != NUMARRAY_NO_OVERFLOW) {
-    *bad_index = a->overflow_at;
-    return -1;
-  }
+void numarray_fill(const numarray_t *a, norm_tensor_t *t) {
   const double *v = a->values;
   switch (t->dtype) {
   case NORM_F64:
     memcpy(t->data, v, a->count * sizeof *v);
-    return 0;
+    return;
   case NORM_F32: {
     float *f = t->data;
     for (size_t i = 0; i < a->count; i++) {
       if (float_rounding_unsafe(v[i])) {
         fill_float_from_text(a, f);
-        return 0;
+        return;
       }
       f[i] = (float)v[i];
     }
-    return 0;
+    return;
   }
   default: /* float16, bfloat16: rounded once from the exact double */
     for (size_t i = 0; i < a->count; i++) norm_tensor_set(t, i, v[i]);
-    return 0;
+    return;
   }
 }

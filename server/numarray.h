@@ -12,10 +12,11 @@
  * Only what the scanner accepts exactly is replaced: an array that is the
  * value of "data" or of a tensor field ("input", "weight", "bias",
  * "running_mean", "running_var"), rectangular, non-empty, holding only JSON
- * numbers and the non-finite spellings ("NaN", "Infinity", "-Infinity",
- * "+Infinity"). Anything else -- bad syntax, other values, ragged nesting --
- * stays in the skeleton for jansson and the slow path, so every error is
- * still reported by one piece of code. */
+ * numbers within float64's range and the non-finite spellings ("NaN",
+ * "Infinity", "-Infinity", "+Infinity"). Anything else -- bad syntax,
+ * other values, ragged nesting, numbers too big -- stays in the skeleton
+ * for jansson and the slow path, so every error is still reported by one
+ * piece of code. */
 #ifndef NORMD_NUMARRAY_H
 #define NORMD_NUMARRAY_H
 
@@ -24,8 +25,6 @@
 #include <stdint.h>
 
 #include "norm.h"
-
-#define NUMARRAY_NO_OVERFLOW SIZE_MAX
 
 /* One replaced array: its text in the original body (from '[' to ']'),
  * its nesting (rank and shape; [[1,2],[3,4]] has rank 2, shape {2,2}), its
@@ -39,8 +38,6 @@ typedef struct {
   size_t count;
   const double *values; /* count of them, in numarrays_t.values */
   size_t first;         /* values' index in numarrays_t.values */
-  size_t overflow_at;   /* the first finite text beyond float64's range
-                         * (its double is infinite), or NUMARRAY_NO_OVERFLOW */
 } numarray_t;
 
 /* The skeleton of one JSON text and the arrays it replaced. The arrays
@@ -71,9 +68,9 @@ const numarray_t *numarray_of(const numarrays_t *a, const json_t *v);
  * float64 and float32 bit for bit as strtod / strtof read the text (a
  * float32 is the double rounded once more where that is the same, else
  * parsed from the text again), float16 and bfloat16 from the exact double.
- * t->data must hold a->count elements. Returns 0, or -1 when a finite
- * number is beyond float64's range (jansson refuses those too):
- * *bad_index is then that element. */
-int numarray_fill(const numarray_t *a, norm_tensor_t *t, size_t *bad_index);
+ * t->data must hold a->count elements. (Text beyond float64's range is
+ * never taken out of the document: jansson refuses it, as for any other
+ * number.) */
+void numarray_fill(const numarray_t *a, norm_tensor_t *t);
 
 #endif

@@ -69,7 +69,7 @@ def test_random_bytes_body_is_400(daemon, seed):
 
 @pytest.mark.parametrize("body", [
     b'{"input": [1e400, 2, 3]}',            # number overflow
-    b'{"input": [1, 2, 99999999999999999999999]}',
+    b'{"input": {"shape": [99999999999999999999999], "data": [1]}}',
     b'{"input": [1, 2], "\xff\xfe": 1}',    # invalid UTF-8
     b'{"input": [1, 2, 3]}\x00',            # trailing NUL
     b'{"input": [1, 2], "x\\u0000y": 1}',   # NUL in a key
@@ -81,6 +81,18 @@ def test_hostile_json_is_400(daemon, body):
     r = daemon.post_json("/v1/norm/layer", body)
     assert r.status == 400, r
     assert r.json()["code"] in ("malformed_json", "too_deep")
+
+
+def test_long_integers_in_tensor_data_are_numbers(daemon):
+    """An integer of any length in tensor data is the number it writes (read
+    as strtod would), in a short array as in a long one."""
+    for data in ([1, 2, 10 ** 23], [1, 2, 10 ** 23] + list(range(40))):
+        body = ('{"input": %s, "return": ["stats"]}' % data).encode()
+        r = daemon.post_json("/v1/norm/layer", body)
+        assert r.status == 200, r
+        mean = r.json()["stats"]["mean"][0]
+        assert abs(mean - (3 + 1e23 + sum(range(40)) * (len(data) > 3)) / len(data)) \
+            <= 1e-6 * mean, (data[:4], mean)
 
 
 def test_random_bytes_instead_of_http(daemon):
