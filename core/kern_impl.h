@@ -422,16 +422,12 @@ DEF_WRITE_FROM(bf16, uint16_t)
 /* bfloat16 -> bfloat16 y = (x - shift) * a + c in 16 float lanes, with a
  * proof that the result rounds like the double path, else the double path.
  * Float: d = (x - sh) - sl with shift = sh + sl (+ 2^-48 |shift|), p = d *
- * (float)a, r = p + (float)c. Against the double result, |r - t| stays
+ * (float)a, r = p + (float)c. Against the double result t, |r - t| stays
  * below 2^-21 (|p| + |c|) (about five float roundings and the dropped tail
  * of shift, which for bfloat16 data is far below |d|, plus a factor 4).
- * r rounds to the same bfloat16 unless a bfloat16 midpoint lies within
- * that of r: with M = |p| + |c| < 2^(em + 1) and r >= 2^er (biased
- * exponents), the bound is below 2^(em - er + 3) float units of r, so the
- * lane is safe when its distance to the midpoint, |(bits & 0xFFFF) -
- * 0x8000|, is at least 2^(em - er + 5) (a shift count of 32 or more, from
- * an overflow or a zero r, makes it unsafe). Subnormal r (which
- * vcvtneps2bf16 flushes) is also left to the double path. */
+ * The lane is safe when r - e and r + e, e = 2^-20 (|p| + |c|), round to
+ * the same bfloat16 (see the loop). Subnormal r (which vcvtneps2bf16
+ * flushes) is also left to the double path. */
 static void KFN(axpb_bf16_bf16_f)(const void *xv, void *yv, size_t n,
                                   double shift, double a, double c,
                                   int stream) {
@@ -446,7 +442,7 @@ static void KFN(axpb_bf16_bf16_f)(const void *xv, void *yv, size_t n,
   const __m512 sh = _mm512_set1_ps(shf);
   const __m512 sl = _mm512_set1_ps((float)(shift - (double)shf));
   const __m512 af = _mm512_set1_ps((float)a), cf = _mm512_set1_ps((float)c);
-  const __m512 abs_c = _mm512_abs_ps(cf);
+  const __m512 abs_c = _mm512_abs_ps(cf), eps20 = _mm512_set1_ps(0x1p-20f);
   const vd va = (vd){0} + a, vc = (vd){0} + c;
   for (; i + 16 <= n; i += 16) {
     __m512i raw = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(x + i)));
@@ -454,26 +450,22 @@ static void KFN(axpb_bf16_bf16_f)(const void *xv, void *yv, size_t n,
     __m512 d = _mm512_sub_ps(_mm512_sub_ps(xf, sh), sl);
     __m512 pr = _mm512_mul_ps(d, af);
     __m512 r = _mm512_add_ps(pr, cf);
-    __m512 m = _mm512_add_ps(_mm512_abs_ps(pr), abs_c);
-    __m512i ur = _mm512_castps_si512(r);
-    __m512i em = _mm512_srli_epi32(_mm512_castps_si512(m), 23);
-    __m512i er = _mm512_and_si512(_mm512_srli_epi32(ur, 23), _mm512_set1_epi32(0xFF));
-    __m512i cnt = _mm512_add_epi32(_mm512_sub_epi32(em, er), _mm512_set1_epi32(5));
-    __m512i dist = _mm512_abs_epi32(_mm512_sub_epi32(
-        _mm512_and_si512(ur, _mm512_set1_epi32(0xFFFF)), _mm512_set1_epi32(0x8000)));
-    __mmask16 safe = _mm512_test_epi32_mask(_mm512_srlv_epi32(dist, cnt),
-                                            _mm512_set1_epi32(-1));
-    __mmask16 tiny = _mm512_cmplt_epu32_mask(
-        _mm512_sub_epi32(_mm512_and_si512(ur, _mm512_set1_epi32(0x7FFFFFFF)),
-                         _mm512_set1_epi32(1)),
-        _mm512_set1_epi32(0x7FFFFF));
-    __m256i out;
-    if (__builtin_expect(safe == 0xFFFF && tiny == 0, 1)) {
-      out = (__m256i)_mm512_cvtneps_pbh(r);
-    } else {
-      __m128i lo = (__m128i)bf16_pack(vfma(ld_bf16(x + i) - shift, va, vc));
-      __m128i hi = (__m128i)bf16_pack(vfma(ld_bf16(x + i + 8) - shift, va, vc));
-      out = _mm256_set_m128i(hi, lo);
+    /* t lies within 2^-21 M of r (M = |p| + |c|); with the bound doubled
+     * to e, r - e and r + e still bracket t after their own rounding. If
+     * both ends round to one bfloat16, so does all between them, t too.
+     * An end that vcvtneps2bf16 flushes (subnormal) or a sign change makes
+     * them differ; a zero or subnormal r itself is left to the double path
+     * (the exponent field of its bfloat16 is 0). */
+    __m512 e = _mm512_mul_ps(_mm512_add_ps(_mm512_abs_ps(pr), abs_c), eps20);
+    __m256i out = (__m256i)_mm512_cvtneps_pbh(r);
+    __m256i lo = (__m256i)_mm512_cvtneps_pbh(_mm512_sub_ps(r, e));
+    __m256i hi = (__m256i)_mm512_cvtneps_pbh(_mm512_add_ps(r, e));
+    __mmask16 same = _mm256_cmpeq_epi16_mask(lo, hi);
+    __mmask16 normal = _mm256_test_epi16_mask(out, _mm256_set1_epi16(0x7F80));
+    if (__builtin_expect((same & normal) != 0xFFFF, 0)) {
+      __m128i lo8 = (__m128i)bf16_pack(vfma(ld_bf16(x + i) - shift, va, vc));
+      __m128i hi8 = (__m128i)bf16_pack(vfma(ld_bf16(x + i + 8) - shift, va, vc));
+      out = _mm256_set_m128i(hi8, lo8);
     }
     if (stream) _mm256_stream_si256((__m256i *)(y + i), out);
     else _mm256_storeu_si256((__m256i *)(y + i), out);
