@@ -150,24 +150,69 @@ static int data_length_problem(problem_t *prob, const char *field, size_t numel,
                      numel, count);
 }
 
-/* Flat or nested `data` into t in row-major order; *pos counts elements and
- * may not pass numel. */
-static int flat_fill(const json_t *v, norm_tensor_t *t, size_t numel,
-                     size_t *pos, const char *field, problem_t *prob) {
-  if (json_is_array(v)) {
-    for (size_t i = 0; i < json_array_size(v); i++)
-      if (flat_fill(json_array_get(v, i), t, numel, pos, field, prob) != 0)
-        return -1;
-    return 0;
+/* "[2,2]" (with ",..." when more dims follow) into buf. */
+static const char *dims_text(char *buf, size_t cap, const int64_t *dims, int n,
+                             int more) {
+  size_t o = (size_t)snprintf(buf, cap, "[");
+  for (int i = 0; i < n && o < cap; i++)
+    o += (size_t)snprintf(buf + o, cap - o, "%s%lld", i ? "," : "",
+                          (long long)dims[i]);
+  if (o < cap) snprintf(buf + o, cap - o, "%s]", more ? ",..." : "");
+  return buf;
+}
+
+/* A tensor object's data nested otherwise than its shape says. One message
+ * for both paths (numarray and jansson), so they answer alike. */
+static int nesting_problem(problem_t *prob, const char *field,
+                           const norm_tensor_t *t, const int64_t *dims,
+                           int rank, int more) {
+  char got[192], want[192];
+  return problem_set(prob, 422, "data_length", field,
+                     "%s: data is nested as %s but shape is %s; give data "
+                     "flat (row-major) or nested exactly as the shape",
+                     field, dims_text(got, sizeof got, dims, rank, more),
+                     dims_text(want, sizeof want, t->shape, t->rank, 0));
+}
+
+/* A tensor object's jansson `data` into t (row-major): flat (an array of
+ * numbers, product(shape) of them) or nested exactly as the shape, which
+ * the lengths of the first element at each level must match (ragged
+ * arrays below them are refused by nested_fill). */
+static int data_fill(const json_t *data, norm_tensor_t *t, size_t numel,
+                     const char *field, problem_t *prob) {
+  int64_t dims[NORM_MAX_RANK];
+  int rank = 0, more = 0;
+  for (const json_t *v = data; json_is_array(v);
+       v = json_array_size(v) ? json_array_get(v, 0) : NULL) {
+    if (rank == NORM_MAX_RANK) {
+      more = 1;
+      break;
+    }
+    dims[rank++] = (int64_t)json_array_size(v);
   }
-  double d;
-  if (decode_number(v, &d) != 0)
-    return problem_set(prob, 422, "bad_number", field,
-                       "%s: data[%zu] is not a number (non-finite values are "
-                       "written \"NaN\", \"Infinity\", \"-Infinity\")",
-                       field, *pos);
-  if (*pos >= numel) return data_length_problem(prob, field, numel, numel + 1);
-  norm_tensor_set(t, (*pos)++, d);
+  size_t pos = 0;
+  if (rank > 1) {
+    if (rank != t->rank || more ||
+        memcmp(dims, t->shape, (size_t)rank * sizeof dims[0]) != 0)
+      return nesting_problem(prob, field, t, dims, rank, more);
+    return nested_fill(data, t, 0, &pos, field, prob);
+  }
+  size_t count = json_array_size(data);
+  if (count != numel) return data_length_problem(prob, field, numel, count);
+  for (; pos < count; pos++) {
+    const json_t *v = json_array_get(data, pos);
+    double d;
+    if (json_is_array(v))
+      return problem_set(prob, 422, "ragged_tensor", field,
+                         "%s: data[%zu] is an array among numbers (give data "
+                         "flat, or nested exactly as the shape)", field, pos);
+    if (decode_number(v, &d) != 0)
+      return problem_set(prob, 422, "bad_number", field,
+                         "%s: data[%zu] is not a number (non-finite values "
+                         "are written \"NaN\", \"Infinity\", \"-Infinity\")",
+                         field, pos);
+    norm_tensor_set(t, pos, d);
+  }
   return 0;
 }
 
@@ -286,14 +331,18 @@ int decode_tensor(decode_ctx_t *ctx, const json_t *v, const char *field,
   nbytes = numel * norm_dtype_size(out->t.dtype);
   if (params != NULL) return binary_fill(ctx, params, out, nbytes, field, prob);
   if (data_text != NULL) {
+    if (data_text->rank > 1 &&
+        (data_text->rank != out->t.rank ||
+         memcmp(data_text->shape, out->t.shape,
+                (size_t)out->t.rank * sizeof out->t.shape[0]) != 0))
+      return nesting_problem(prob, field, &out->t, data_text->shape,
+                             data_text->rank, 0);
     if (data_text->count != numel)
       return data_length_problem(prob, field, numel, data_text->count);
     numarray_fill(data_text, &out->t);
     return 0;
   }
-  if (flat_fill(data, &out->t, numel, &pos, field, prob) != 0) return -1;
-  if (pos != numel) return data_length_problem(prob, field, numel, pos);
-  return 0;
+  return data_fill(data, &out->t, numel, field, prob);
 }
 
 static int bad_field(problem_t *prob, const char *field, const char *what) {
