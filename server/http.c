@@ -42,6 +42,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -619,14 +620,86 @@ static int needs_key(const server_t *srv, const route_t *r) {
   return r->handler == H_COMPUTE;
 }
 
+/* What every header line says about where the body ends and how it is
+ * coded (MHD_lookup_connection_value sees only the first of a repeated
+ * header). */
+typedef struct {
+  const char *content_length; /* the first */
+  int content_length_conflict; /* a later one says otherwise */
+  int transfer_encodings;      /* Transfer-Encoding lines */
+  int transfer_other;          /* one of them is not exactly "chunked" */
+  const char *content_encoding; /* a value naming a coding but identity */
+} framing_t;
+
+/* Whether a Content-Encoding value (a list of codings) names one other
+ * than identity; if so the value into *other. */
+static int names_coding(const char *value, const char **other) {
+  for (const char *p = value; *p;) {
+    p += strspn(p, " \t,");
+    size_t n = strcspn(p, " \t,");
+    if (n > 0 && !(n == 8 && strncasecmp(p, "identity", 8) == 0)) {
+      *other = value;
+      return 1;
+    }
+    p += n;
+  }
+  return 0;
+}
+
+static enum MHD_Result look_framing(void *cls, enum MHD_ValueKind kind,
+                                    const char *key, const char *value) {
+  (void)kind;
+  framing_t *f = cls;
+  if (value == NULL) value = "";
+  if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) {
+    if (f->content_length == NULL) f->content_length = value;
+    else if (strcmp(f->content_length, value) != 0)
+      f->content_length_conflict = 1;
+  } else if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) {
+    f->transfer_encodings++;
+    if (strcasecmp(value, "chunked") != 0) f->transfer_other = 1;
+  } else if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_ENCODING) == 0 &&
+             f->content_encoding == NULL) {
+    names_coding(value, &f->content_encoding);
+  }
+  return MHD_YES;
+}
+
+/* Framing normd does not guess at, refused on any route before routing,
+ * with the connection closed so no byte of the body is read as a next
+ * request: Content-Length lines that disagree (libmicrohttpd would use the
+ * first, a proxy in front perhaps another: request smuggling), and a
+ * Transfer-Encoding other than one "chunked" (libmicrohttpd would read
+ * the body until the client closes, which it never does). Returns 1 when
+ * it answered. */
+static int refuse_framing(request_state_t *rs, const framing_t *f) {
+  if (f->content_length_conflict) {
+    problem_now(rs, 400, "bad_request", "%s",
+                "Content-Length is given more than once with different "
+                "values: send one");
+  } else if (f->transfer_encodings > 1 || f->transfer_other) {
+    problem_now(rs, 501, "unsupported_transfer_encoding", "%s",
+                "normd reads Transfer-Encoding: chunked only (one coding, "
+                "in one header)");
+  } else {
+    return 0;
+  }
+  rs->reply.close = 1;
+  return 1;
+}
+
 /* Decides on the first call, before any body byte is read, whether the
  * request can be answered at once (404, 405, OPTIONS, 413 by
  * Content-Length, 503 while draining or with max_inflight jobs queued or
  * running, GET routes). */
 static void first_call(request_state_t *rs, const char *url, const char *method) {
   server_t *srv = rs->srv;
+  framing_t framing = {0};
+  MHD_get_connection_values(rs->mhd_conn, MHD_HEADER_KIND, look_framing,
+                            &framing);
   router_match(url, &rs->match);
   rs->route = rs->match.route;
+  if (refuse_framing(rs, &framing)) return;
   if (rs->route == NULL) {
     problem_now(rs, 404, "not_found", "no route %s; see GET /v1/info", url);
     return;
@@ -658,6 +731,13 @@ static void first_call(request_state_t *rs, const char *url, const char *method)
   }
   if (rs->route->handler != H_COMPUTE) {
     get_reply(rs);
+    return;
+  }
+  if (framing.content_encoding != NULL) { /* a gzip body read as JSON: garbage */
+    problem_now(rs, 415, "unsupported_media_type", "%s",
+                "normd does not decode Content-Encoding: send the body "
+                "uncompressed (no Content-Encoding, or identity)");
+    rs->reply.close = 1; /* answer now; do not read the body */
     return;
   }
   /* Count first, then look at draining: with both atomics sequentially

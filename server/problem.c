@@ -72,6 +72,7 @@ const char *problem_title(int status) {
   case 415: return "Unsupported Media Type";
   case 422: return "Unprocessable Content";
   case 500: return "Internal Server Error";
+  case 501: return "Not Implemented";
   case 503: return "Service Unavailable";
   default: return "Error";
   }

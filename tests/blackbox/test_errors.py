@@ -172,6 +172,90 @@ def test_json_content_type_variants(daemon, ctype):
     assert r.status == 200, r
 
 
+@pytest.mark.parametrize("encoding", ["gzip", "deflate, identity", "br"])
+def test_415_content_encoding(daemon, encoding):
+    """A compressed body would be read as garbage JSON: refused from the
+    headers, before the body is read, and the connection closes."""
+    r = daemon.request("POST", LAYER, body=b'{"input": [1, 2]}',
+                       headers={"Content-Type": JSON,
+                                "Content-Encoding": encoding})
+    doc = assert_problem(r, 415, "unsupported_media_type")
+    assert "Content-Encoding" in doc["detail"], doc
+    assert (r.header("Connection") or "").lower() == "close", r
+
+
+@pytest.mark.parametrize("encoding", ["identity", "Identity", ""])
+def test_content_encoding_identity_is_read(daemon, encoding):
+    r = daemon.request("POST", LAYER, body=b'{"input": [1, 2]}',
+                       headers={"Content-Type": JSON,
+                                "Content-Encoding": encoding})
+    assert r.status == 200, r
+
+
+# ---- request framing (raw sockets: http.client cannot send these) -----------
+
+BODY = b'{"input": [1, 2, 3]}'
+
+
+def framed(method, path, headers, body=b""):
+    return (b"%s %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            % (method, path)) + headers + b"\r\n" + body
+
+
+def problem_of(raw):
+    head, _, body = raw.partition(b"\r\n\r\n")
+    assert b"\r\ncontent-type: application/problem+json" in head.lower(), raw
+    assert b"\r\nconnection: close" in head.lower(), raw
+    return json.loads(body)
+
+
+@pytest.mark.parametrize("path", [LAYER.encode(), b"/healthz", b"/nowhere"])
+def test_400_two_content_lengths_that_disagree(daemon, path):
+    """Which of them a proxy in front used cannot be known (request
+    smuggling): refused before the body is read, and the connection closes,
+    so the rest of the bytes are never read as a next request."""
+    smuggled = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+    raw = raw_exchange(daemon.port, framed(
+        b"POST", path, b"Content-Length: %d\r\nContent-Length: 5\r\n"
+        % len(BODY), BODY + smuggled), timeout=5)
+    assert status_of(raw) == 400, raw
+    doc = problem_of(raw)
+    assert doc["code"] == "bad_request" and doc["status"] == 400, doc
+    assert "Content-Length" in doc["detail"], doc
+    assert raw.count(b"HTTP/1.1 ") == 1, raw  # nothing answered after it
+
+
+def test_two_equal_content_lengths_are_read(daemon):
+    raw = raw_exchange(daemon.port, framed(
+        b"POST", LAYER.encode(), b"Content-Length: %d\r\nContent-Length: %d\r\n"
+        b"Connection: close\r\n" % (len(BODY), len(BODY)), BODY), timeout=5)
+    assert status_of(raw) == 200, raw
+
+
+@pytest.mark.parametrize("te", [b"Transfer-Encoding: gzip\r\n",
+                                b"Transfer-Encoding: gzip, chunked\r\n",
+                                b"Transfer-Encoding: chunked\r\nTransfer-Encoding: gzip\r\n",
+                                b"Transfer-Encoding: identity\r\n"])
+@pytest.mark.parametrize("method,path", [(b"POST", LAYER.encode()),
+                                         (b"GET", b"/healthz")])
+def test_501_unknown_transfer_encoding(daemon, te, method, path):
+    """libmicrohttpd would read such a body until the client closes (a hang
+    until the timeout); normd answers from the headers."""
+    raw = raw_exchange(daemon.port, framed(method, path, te, b"14\r\n" + BODY +
+                                           b"\r\n0\r\n\r\n"), timeout=5)
+    assert status_of(raw) == 501, raw
+    doc = problem_of(raw)
+    assert doc["code"] == "unsupported_transfer_encoding", doc
+    assert doc["title"] == "Not Implemented", doc
+
+
+def test_chunked_is_read(daemon):
+    raw = raw_exchange(daemon.port, framed(
+        b"POST", LAYER.encode(), b"Transfer-Encoding: Chunked\r\nConnection: close\r\n",
+        b"14\r\n" + BODY + b"\r\n0\r\n\r\n"), timeout=5)
+    assert status_of(raw) == 200, raw
+
+
 # ---- 422 ------------------------------------------------------------------------
 
 T = {"shape": [2, 3], "data": [1, 2, 3, 4, 5, 7]}  # a valid (N=2, C=3) input

@@ -458,6 +458,43 @@ def test_too_many_query_parameters(normd):
     check_special("too_many_parameters", resp, "layerNorm")
 
 
+def raw_response(raw):
+    """A raw HTTP/1.1 answer (one, Content-Length framed) as a Response."""
+    head, _, body = raw.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    status = int(lines[0].split(" ")[1])
+    headers = [tuple(x.strip() for x in h.split(":", 1)) for h in lines[1:]]
+    return cl.Response(status, headers, body)
+
+
+# Framing normd refuses on any route before reading the body (the
+# connection closes): http.client cannot send these, hence raw sockets.
+FRAMING = (
+    ("bad_request", b"Content-Length: 13\r\nContent-Length: 5\r\n"
+     b"Content-Type: application/json\r\n\r\n{\"input\": [1]}"),
+    ("unsupported_transfer_encoding", b"Transfer-Encoding: gzip\r\n"
+     b"Content-Type: application/json\r\n\r\n{\"input\": [1]}"),
+)
+
+
+@pytest.mark.parametrize("name,headers", FRAMING, ids=[f[0] for f in FRAMING])
+def test_framing_refused(normd, name, headers):
+    for method, path, op_id in (("POST", "/v1/norm/layer", "layerNorm"),
+                                ("GET", "/healthz", "healthz"),
+                                ("POST", "/v2/models/layer_norm/infer",
+                                 "v2Infer")):
+        raw = raw_exchange(normd.port, b"%s %s HTTP/1.1\r\nHost: x\r\n%s"
+                           % (method.encode(), path.encode(), headers),
+                           timeout=5)
+        resp = raw_response(raw)
+        assert (cl.header(resp, "Connection") or "").lower() == "close", raw
+        if op_id == "layerNorm":
+            check_special(name, resp, op_id)
+        else:
+            check_answer(op_by_id(op_id), resp, resp.status, record=False)
+            assert resp.status == (400 if name == "bad_request" else 501), raw
+
+
 def oversized(d, path):
     """Headers announcing a body over max_body_bytes; the answer comes before
     any body byte is sent."""
