@@ -111,6 +111,20 @@ def test_idle_daemon_exits_zero(make_daemon, sig):
     assert time.monotonic() - t0 < 5
 
 
+def wait_in_flight(d, n, timeout=10):
+    """Waits until the daemon counts n requests in flight (its own gauge),
+    so a signal cannot arrive before it has seen a request at all."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        r = d.get("/metrics")
+        for line in r.body.decode().splitlines():
+            if line.startswith("normd_inflight_requests ") and \
+                    float(line.split()[1]) >= n:
+                return
+        time.sleep(0.01)
+    raise AssertionError("the daemon never had %d requests in flight" % n)
+
+
 def test_drain_timeout_exits_nonzero(make_daemon):
     """With --drain-timeout-s 0 a request in flight is abandoned: exit 1."""
     d = make_daemon("--threads", 1, "--drain-timeout-s", 0)
@@ -137,7 +151,7 @@ def test_drain_timeout_exits_nonzero(make_daemon):
     t = threading.Thread(target=client, daemon=True)
     t.start()
     assert sent.wait(30)
-    time.sleep(0.05)
+    wait_in_flight(d, 2)  # the slow request, and the /metrics request itself
     d.signal(signal.SIGTERM)
     assert d.wait(timeout=10) == 1
     assert done.wait(10)
