@@ -419,15 +419,36 @@ DEF_WRITE_FROM(f16, uint16_t)
 DEF_WRITE_FROM(bf16, uint16_t)
 
 #if KERN_BF16NE
+/* The 16 bfloat16 of r (float lanes) when that is provably what the double
+ * path gives for them, from |r - t| < e (t: the double result): r - e and
+ * r + e round to one bfloat16, so all between them does, t too. An end that
+ * vcvtneps2bf16 flushes (subnormal) or a sign change makes them differ; a
+ * zero or subnormal r itself is not taken either (the exponent field of its
+ * bfloat16 is 0). Returns 0 when a lane is not safe. */
+KINLINE int bf16_if_safe(__m512 r, __m512 e, __m256i *out) {
+  *out = (__m256i)_mm512_cvtneps_pbh(r);
+  __m256i lo = (__m256i)_mm512_cvtneps_pbh(_mm512_sub_ps(r, e));
+  __m256i hi = (__m256i)_mm512_cvtneps_pbh(_mm512_add_ps(r, e));
+  __mmask16 same = _mm256_cmpeq_epi16_mask(lo, hi);
+  __mmask16 normal = _mm256_test_epi16_mask(*out, _mm256_set1_epi16(0x7F80));
+  return (same & normal) == 0xFFFF;
+}
+
 /* bfloat16 -> bfloat16 y = (x - shift) * a + c in 16 float lanes, with a
  * proof that the result rounds like the double path, else the double path.
- * Float: d = (x - sh) - sl with shift = sh + sl (+ 2^-48 |shift|), p = d *
- * (float)a, r = p + (float)c. Against the double result t, |r - t| stays
- * below 2^-21 (|p| + |c|) (about five float roundings and the dropped tail
- * of shift, which for bfloat16 data is far below |d|, plus a factor 4).
- * The lane is safe when r - e and r + e, e = 2^-20 (|p| + |c|), round to
- * the same bfloat16 (see the loop). Subnormal r (which vcvtneps2bf16
- * flushes) is also left to the double path. */
+ * Two ways to r, with a bound on |r - t| (t: the double result):
+ * - folded, r = fma(x, A, C) with A = a and C = c - shift * a (computed in
+ *   double) each rounded to float: |r - t| <= 2^-24 (|x a| + |C| + |r|)
+ *   plus terms of order 2^-52, below 2^-23 M with M = |x A| + |C|. Where
+ *   x a and C nearly cancel (|shift a| large: |mean| >> std), M is much
+ *   larger than |r| and few lanes would pass, so then
+ * - centered, d = (x - sh) - sl with shift = sh + sl (+ 2^-48 |shift|), p =
+ *   d * (float)a, r = p + (float)c: |r - t| < 2^-21 M with M = |p| + |c|
+ *   (about five float roundings and the dropped tail of shift, which for
+ *   bfloat16 data is far below |d|, plus a factor 4).
+ * e is twice the bound (four times for the folded form). Unsafe lanes
+ * (rare) take the double path. bench/check_kern compares both forms with
+ * the double path. */
 static void KFN(axpb_bf16_bf16_f)(const void *xv, void *yv, size_t n,
                                   double shift, double a, double c,
                                   int stream) {
@@ -438,31 +459,29 @@ static void KFN(axpb_bf16_bf16_f)(const void *xv, void *yv, size_t n,
     i = head_to_align(y, 2, n);
     KFN(axpb_bf16_bf16)(x, y, i, shift, a, c, 0);
   }
+  const double shifted = shift * a;
+  const int folded = shifted <= 4.0 && shifted >= -4.0; /* NaN: centered */
+  const __m512 fa = _mm512_set1_ps((float)a), fc = _mm512_set1_ps((float)(c - shift * a));
+  const __m512 abs_fa = _mm512_abs_ps(fa), abs_fc = _mm512_abs_ps(fc);
   const float shf = (float)shift;
-  const __m512 sh = _mm512_set1_ps(shf);
-  const __m512 sl = _mm512_set1_ps((float)(shift - (double)shf));
-  const __m512 af = _mm512_set1_ps((float)a), cf = _mm512_set1_ps((float)c);
-  const __m512 abs_c = _mm512_abs_ps(cf), eps20 = _mm512_set1_ps(0x1p-20f);
+  const __m512 sh = _mm512_set1_ps(shf), sl = _mm512_set1_ps((float)(shift - (double)shf));
+  const __m512 cf = _mm512_set1_ps((float)c), abs_c = _mm512_abs_ps(cf);
+  const __m512 bound = _mm512_set1_ps(folded ? 0x1p-21f : 0x1p-20f);
   const vd va = (vd){0} + a, vc = (vd){0} + c;
   for (; i + 16 <= n; i += 16) {
     __m512i raw = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(x + i)));
     __m512 xf = _mm512_castsi512_ps(_mm512_slli_epi32(raw, 16));
-    __m512 d = _mm512_sub_ps(_mm512_sub_ps(xf, sh), sl);
-    __m512 pr = _mm512_mul_ps(d, af);
-    __m512 r = _mm512_add_ps(pr, cf);
-    /* t lies within 2^-21 M of r (M = |p| + |c|); with the bound doubled
-     * to e, r - e and r + e still bracket t after their own rounding. If
-     * both ends round to one bfloat16, so does all between them, t too.
-     * An end that vcvtneps2bf16 flushes (subnormal) or a sign change makes
-     * them differ; a zero or subnormal r itself is left to the double path
-     * (the exponent field of its bfloat16 is 0). */
-    __m512 e = _mm512_mul_ps(_mm512_add_ps(_mm512_abs_ps(pr), abs_c), eps20);
-    __m256i out = (__m256i)_mm512_cvtneps_pbh(r);
-    __m256i lo = (__m256i)_mm512_cvtneps_pbh(_mm512_sub_ps(r, e));
-    __m256i hi = (__m256i)_mm512_cvtneps_pbh(_mm512_add_ps(r, e));
-    __mmask16 same = _mm256_cmpeq_epi16_mask(lo, hi);
-    __mmask16 normal = _mm256_test_epi16_mask(out, _mm256_set1_epi16(0x7F80));
-    if (__builtin_expect((same & normal) != 0xFFFF, 0)) {
+    __m512 r, m;
+    if (folded) {
+      r = _mm512_fmadd_ps(xf, fa, fc);
+      m = _mm512_fmadd_ps(_mm512_abs_ps(xf), abs_fa, abs_fc);
+    } else {
+      __m512 p = _mm512_mul_ps(_mm512_sub_ps(_mm512_sub_ps(xf, sh), sl), fa);
+      r = _mm512_add_ps(p, cf);
+      m = _mm512_add_ps(_mm512_abs_ps(p), abs_c);
+    }
+    __m256i out;
+    if (__builtin_expect(!bf16_if_safe(r, _mm512_mul_ps(m, bound), &out), 0)) {
       __m128i lo8 = (__m128i)bf16_pack(vfma(ld_bf16(x + i) - shift, va, vc));
       __m128i hi8 = (__m128i)bf16_pack(vfma(ld_bf16(x + i + 8) - shift, va, vc));
       out = _mm256_set_m128i(hi8, lo8);
