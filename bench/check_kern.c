@@ -93,7 +93,8 @@ static int check(const kern_t *k) {
 /* The float-lane bfloat16 path of `fast` against the double path of
  * `ref` (same FMA semantics): random rows around a mean, as a kernel sees
  * them (shift = the mean, a = scale * w, c = b), including |mean| >> std,
- * constant rows, huge and tiny scales, NaN / Inf / subnormal elements. */
+ * constant rows, huge and tiny scales (down to subnormal floats), NaN /
+ * Inf / subnormal elements. */
 static int check_axpb_bf16(const kern_t *ref, const kern_t *fast) {
   enum { N = 4099 };
   static uint16_t x[N], y0[N], y1[N + 8];
@@ -118,6 +119,8 @@ static int check_axpb_bf16(const kern_t *ref, const kern_t *fast) {
     double a = ((k >> 24) % 5 == 0 ? 1.0 : ldexp(1.0 + (double)(k % 1000) / 997.0,
                                                   (int)(k >> 32) % 20 - 4)) /
                sd;
+    if (k % 13 == 0) /* tiny scales: a itself subnormal as a float */
+      a = ldexp(1.0 + (double)(k % 1000) / 997.0, -(int)((k >> 20) % 40) - 110);
     double c = (k >> 40) % 3 == 0 ? 0.0
                                   : ldexp((double)(int64_t)rng(&s) * 0x1p-63,
                                           (int)(k >> 48) % 12 - 4);

@@ -13,6 +13,7 @@
  * accumulators, then VW at a time, then a scalar tail that uses the same
  * formulas and the same conversions as the vector body.
  */
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -455,12 +456,18 @@ static void KFN(axpb_bf16_bf16_f)(const void *xv, void *yv, size_t n,
   const uint16_t *x = xv;
   uint16_t *y = yv;
   size_t i = 0;
+  /* The bounds take a as a normal float (relative rounding error 2^-24);
+   * a tiny or non-finite scale goes to the double path whole. */
+  if (!(fabs(a) >= 0x1p-100 && fabs(a) <= 0x1p100)) {
+    KFN(axpb_bf16_bf16)(x, y, n, shift, a, c, stream);
+    return;
+  }
   if (stream) { /* align y for 32-byte streaming stores */
     i = head_to_align(y, 2, n);
     KFN(axpb_bf16_bf16)(x, y, i, shift, a, c, 0);
   }
   const double shifted = shift * a;
-  const int folded = shifted <= 4.0 && shifted >= -4.0; /* NaN: centered */
+  const int folded = fabs(shifted) <= 4.0; /* NaN: centered */
   const __m512 fa = _mm512_set1_ps((float)a), fc = _mm512_set1_ps((float)(c - shift * a));
   const __m512 abs_fa = _mm512_abs_ps(fa), abs_fc = _mm512_abs_ps(fc);
   const float shf = (float)shift;
