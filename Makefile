@@ -226,9 +226,9 @@ test-asan:
 	$(MAKE) --no-print-directory BUILD=$(ASAN_BUILD) OPTIMIZATION=-O1 \
 	  CFLAGS_EXTRA="$(SAN_FLAGS)" $(ASAN_BUILD)/normd $(ASAN_BUILD)/check_unit
 	rm -rf $(ASAN_BUILD)/reports && mkdir -p $(ASAN_BUILD)/reports
-	$(SAN_ENV) ./$(ASAN_BUILD)/check_unit
-	@rc=0; ASAN_OPTIONS=$(ASAN_OPTS):log_path=$(CURDIR)/$(ASAN_BUILD)/reports/asan \
-	  UBSAN_OPTIONS=$(UBSAN_OPTS):log_path=$(CURDIR)/$(ASAN_BUILD)/reports/ubsan \
+	$(SAN_ENV) $(abspath $(ASAN_BUILD))/check_unit
+	@rc=0; ASAN_OPTIONS=$(ASAN_OPTS):log_path=$(abspath $(ASAN_BUILD))/reports/asan \
+	  UBSAN_OPTIONS=$(UBSAN_OPTS):log_path=$(abspath $(ASAN_BUILD))/reports/ubsan \
 	  NORMD_BIN=$(ASAN_BUILD)/normd /usr/bin/python3 -m pytest -q tests/blackbox || rc=$$?; \
 	if [ -n "$$(ls -A $(ASAN_BUILD)/reports)" ]; then \
 	  cat $(ASAN_BUILD)/reports/* >&2; \
