@@ -1339,12 +1339,34 @@ void http_begin_drain(server_t *srv) {
   if (fd != MHD_INVALID_SOCKET) close(fd);
 }
 
+/* Connections with a request on its way in that no handler has seen yet:
+ * its first bytes came (perhaps since the sweeper's last look) and it has
+ * not been cut. The drain waits for these too, so that such a request is
+ * answered (503 draining, from its headers) rather than reset by the exit. */
+static long requests_arriving(server_t *srv) {
+  long n = 0;
+  pthread_mutex_lock(&srv->conns_lock);
+  for (conn_t *conn = srv->conns; conn != NULL; conn = conn->next) {
+    int phase = clock_phase(atomic_load(&conn->clock));
+    unsigned long long rx = 0;
+    int fin = 0;
+    if (phase == CONN_RECEIVING ||
+        (phase == CONN_WAITING && tcp_look(conn->fd, &rx, &fin) == 0 && !fin &&
+         rx > atomic_load(&conn->rx_mark)))
+      n++;
+  }
+  pthread_mutex_unlock(&srv->conns_lock);
+  return n;
+}
+
 long http_wait_idle(server_t *srv, double timeout_s) {
   struct timespec start;
   clock_gettime(CLOCK_MONOTONIC, &start);
-  while (atomic_load(&srv->accepted) > 0 || pool_inflight(srv->pool) > 0) {
+  long arriving = 0;
+  while (atomic_load(&srv->accepted) > 0 || pool_inflight(srv->pool) > 0 ||
+         (arriving = requests_arriving(srv)) > 0) {
     if (elapsed_s(&start) >= timeout_s) {
-      long open = atomic_load(&srv->accepted);
+      long open = atomic_load(&srv->accepted) + arriving;
       return open > 0 ? open : 1;
     }
     struct timespec tick = {0, 10 * 1000 * 1000};

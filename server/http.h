@@ -28,8 +28,10 @@ uint16_t http_port(const server_t *srv);
 /* Readiness turns 503, the listening socket closes; compute requests
  * whose headers are in continue (their bodies may still be arriving). */
 void http_begin_drain(server_t *srv);
-/* Waits until no compute request is open and the pool is idle: 0, or,
- * when timeout_s passed first, how many requests are still open (> 0). */
+/* Waits until no compute request is open, the pool is idle and no
+ * request is still arriving on an open connection (its headers not yet
+ * in: it is then answered 503 draining): 0, or, when timeout_s passed
+ * first, how many requests are still open (> 0). */
 long http_wait_idle(server_t *srv, double timeout_s);
 /* Stops MHD and frees the server. Only after http_wait_idle returned 0
  * (MHD cannot stop with suspended connections). */

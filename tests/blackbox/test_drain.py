@@ -217,3 +217,29 @@ def test_drain_timeout_mid_upload_is_logged_as_a_drop(make_daemon):
     log = d.log()
     assert "drain timeout" in log and "1 request" in log, log
     assert " 499 " not in log, log
+
+
+def test_request_with_headers_arriving_at_sigterm_is_answered(make_daemon):
+    """A request of which only part of the headers is in when SIGTERM comes
+    holds the drain until its headers arrive; it is then refused with 503
+    draining (the daemon takes no new work) instead of being reset by the
+    exit, and the daemon exits 0."""
+    d = make_daemon("--drain-timeout-s", 10)
+    with socket.create_connection(("127.0.0.1", d.port), timeout=10) as s:
+        s.sendall(b"POST /v1/norm/layer HTTP/1.1\r\nHost: x\r\n")
+        time.sleep(0.2)
+        d.signal(signal.SIGTERM)
+        time.sleep(0.3)
+        assert d.alive(), "the daemon did not wait for the request:\n" + d.log()
+        body = b'{"input": [1, 2]}'
+        s.sendall(b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n"
+                  % len(body) + body)
+        raw = b""
+        while b"\r\n\r\n" not in raw or not raw.rstrip().endswith(b"}"):
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            raw += chunk
+    assert raw.startswith(b"HTTP/1.1 503"), raw[:300]
+    assert b'"code":"draining"' in raw, raw[:600]
+    assert d.wait(timeout=10) == 0
