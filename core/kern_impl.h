@@ -450,24 +450,12 @@ KINLINE int bf16_if_safe(__m512 r, __m512 e, __m256i *out) {
  * e is twice the bound (four times for the folded form). Unsafe lanes
  * (rare) take the double path. bench/check_kern compares both forms with
  * the double path. */
-static void KFN(axpb_bf16_bf16_f)(const void *xv, void *yv, size_t n,
-                                  double shift, double a, double c,
-                                  int stream) {
-  const uint16_t *x = xv;
-  uint16_t *y = yv;
-  size_t i = 0;
-  /* The bounds take a as a normal float (relative rounding error 2^-24);
-   * a tiny or non-finite scale goes to the double path whole. */
-  if (!(fabs(a) >= 0x1p-100 && fabs(a) <= 0x1p100)) {
-    KFN(axpb_bf16_bf16)(x, y, n, shift, a, c, stream);
-    return;
-  }
-  if (stream) { /* align y for 32-byte streaming stores */
-    i = head_to_align(y, 2, n);
-    KFN(axpb_bf16_bf16)(x, y, i, shift, a, c, 0);
-  }
-  const double shifted = shift * a;
-  const int folded = fabs(shifted) <= 4.0; /* NaN: centered */
+/* The vector loop of axpb_bf16_bf16_f over [i, n) in steps of 16, for one
+ * form and one kind of store (constants once inlined, so each of the four
+ * loops has no per-step test of them); returns where it stopped. */
+KINLINE size_t bf16_apply_loop(const uint16_t *x, uint16_t *y, size_t i,
+                               size_t n, double shift, double a, double c,
+                               const int folded, const int stream) {
   const __m512 fa = _mm512_set1_ps((float)a), fc = _mm512_set1_ps((float)(c - shift * a));
   const __m512 abs_fa = _mm512_abs_ps(fa), abs_fc = _mm512_abs_ps(fc);
   const float shf = (float)shift;
@@ -496,6 +484,31 @@ static void KFN(axpb_bf16_bf16_f)(const void *xv, void *yv, size_t n,
     if (stream) _mm256_stream_si256((__m256i *)(y + i), out);
     else _mm256_storeu_si256((__m256i *)(y + i), out);
   }
+  return i;
+}
+
+static void KFN(axpb_bf16_bf16_f)(const void *xv, void *yv, size_t n,
+                                  double shift, double a, double c,
+                                  int stream) {
+  const uint16_t *x = xv;
+  uint16_t *y = yv;
+  size_t i = 0;
+  /* The bounds take a as a normal float (relative rounding error 2^-24);
+   * a tiny or non-finite scale goes to the double path whole. */
+  if (!(fabs(a) >= 0x1p-100 && fabs(a) <= 0x1p100)) {
+    KFN(axpb_bf16_bf16)(x, y, n, shift, a, c, stream);
+    return;
+  }
+  if (stream) { /* align y for 32-byte streaming stores */
+    i = head_to_align(y, 2, n);
+    KFN(axpb_bf16_bf16)(x, y, i, shift, a, c, 0);
+  }
+  if (fabs(shift * a) <= 4.0) /* NaN: centered */
+    i = stream ? bf16_apply_loop(x, y, i, n, shift, a, c, 1, 1)
+               : bf16_apply_loop(x, y, i, n, shift, a, c, 1, 0);
+  else
+    i = stream ? bf16_apply_loop(x, y, i, n, shift, a, c, 0, 1)
+               : bf16_apply_loop(x, y, i, n, shift, a, c, 0, 0);
   if (stream) _mm_sfence();
   KFN(axpb_bf16_bf16)(x + i, y + i, n - i, shift, a, c, 0);
 }
