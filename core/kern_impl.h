@@ -554,6 +554,26 @@ KINLINE void stF(float *p, vF v, int stream) {
   memcpy(p, &v, sizeof v);
 }
 
+/* The vector loops of affine_f32f over [i, n), for one kind of store (a
+ * constant once inlined: no per-step test of it); returns where they
+ * stopped. */
+KINLINE size_t affine_f32f_loop(const float *x, float *y, size_t i, size_t n,
+                                vF vhi, vF vlo, vF vsc, const float *w,
+                                const float *b, const int stream) {
+  if (w && b) {
+    for (; i + FW <= n; i += FW)
+      stF(y + i, fmaF((ld_vF(x + i) - vhi - vlo) * vsc, ld_vF(w + i), ld_vF(b + i)),
+          stream);
+  } else if (w) {
+    for (; i + FW <= n; i += FW)
+      stF(y + i, (ld_vF(x + i) - vhi - vlo) * vsc * ld_vF(w + i), stream);
+  } else {
+    for (; i + FW <= n; i += FW)
+      stF(y + i, fmaF(ld_vF(x + i) - vhi - vlo, vsc, ld_vF(b + i)), stream);
+  }
+  return i;
+}
+
 /* d = (x - hi) - lo with shift = hi + lo split in two floats, then
  * y = fma(d * scale, w, b) (or d * scale * w, or fma(d, scale, b)). */
 static void KFN(affine_f32f)(const float *x, float *y, size_t n, double shift,
@@ -567,17 +587,8 @@ static void KFN(affine_f32f)(const float *x, float *y, size_t n, double shift,
     i = head_to_align(y, sizeof(float), n);
     KFN(affine_f32f)(x, y, i, shift, scale, w, b, 0);
   }
-  if (w && b) {
-    for (; i + FW <= n; i += FW)
-      stF(y + i, fmaF((ld_vF(x + i) - vhi - vlo) * vsc, ld_vF(w + i), ld_vF(b + i)),
-          stream);
-  } else if (w) {
-    for (; i + FW <= n; i += FW)
-      stF(y + i, (ld_vF(x + i) - vhi - vlo) * vsc * ld_vF(w + i), stream);
-  } else {
-    for (; i + FW <= n; i += FW)
-      stF(y + i, fmaF(ld_vF(x + i) - vhi - vlo, vsc, ld_vF(b + i)), stream);
-  }
+  i = stream && KERN_NT ? affine_f32f_loop(x, y, i, n, vhi, vlo, vsc, w, b, 1)
+                        : affine_f32f_loop(x, y, i, n, vhi, vlo, vsc, w, b, 0);
   if (stream) stream_fence();
   for (; i < n; i++) {
     float d = (x[i] - hi) - lo;
