@@ -772,21 +772,6 @@ HOT int clinger(const scan_t *d, double *out) {
   return 1;
 }
 
-/* Whether a double from clinger() is a midpoint between two adjacent
- * floats: its 53-bit significand is a 24-bit one and a half (the last 29
- * bits are 1 and 28 zeros). Rounding the exact value to double and then to
- * float is the same as rounding it once to float unless the double is such
- * a midpoint: any other double lies strictly between the same two midpoints
- * as the exact value. (Figueroa's theorem, 53 >= 2 * 24 + 2, makes every
- * case safe when w and 10^q are both floats, w <= 2^24 and |q| <= 10; the
- * check lets the fast path take doubles too.) clinger()'s results are 0
- * or normal floats: 1e-22 <= x <= 2^53 * 1e22 < FLT_MAX. */
-static int is_float_midpoint(double x) {
-  uint64_t b;
-  memcpy(&b, &x, sizeof b);
-  return (b & ((1ull << 29) - 1)) == 1ull << 28;
-}
-
 /* The exact path: strtod / strtof on the number's digits rewritten as
  * "[-]DDD...De<exp>", which has no decimal point for a locale to misread.
  * A text with more than SLOW_DIGITS significant digits keeps the first
@@ -1039,7 +1024,10 @@ size_t fmt_parse_float(const char *s, size_t len, float *out) {
   if (n == 0) return 0;
   double v;
   uint64_t bits;
-  if (clinger(&d, &v) && !is_float_midpoint(v)) {
+  /* Clinger's double is correctly rounded, so it serves unless rounding it
+   * again could differ (Figueroa's theorem, 53 >= 2 * 24 + 2, makes every
+   * w <= 2^24, |q| <= 10 safe; the check lets the others through too). */
+  if (clinger(&d, &v) && fmt_float_from_double_exact(v)) {
     *out = (float)(d.neg ? -v : v);
     return n;
   }

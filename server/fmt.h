@@ -6,6 +6,8 @@
 #define NORMD_FMT_H
 
 #include <stddef.h>
+#include <stdint.h>
+#include <string.h>
 
 /* Big enough for any output of fmt_float / fmt_double plus a NUL. */
 #define FMT_NUMBER_MAX 32
@@ -34,6 +36,23 @@ int fmt_double(double d, char *buf);
 size_t fmt_parse_double(const char *s, size_t len, double *out);
 /* The same for float32, rounded once from the decimal (not via double). */
 size_t fmt_parse_float(const char *s, size_t len, float *out);
+
+/* Whether (float)d, for a double d that is the correctly rounded double of
+ * some exact value, is also that value correctly rounded to float32 (so
+ * rounding twice loses nothing): 1 unless d is a midpoint between two
+ * adjacent floats, or in the subnormal float range (zero, infinities and
+ * NaN are exact). A midpoint between two normal floats has a 53-bit
+ * significand that is a 24-bit one and a half (the last 29 bits are 1 and
+ * 28 zeros); any other double in the normal float range lies strictly
+ * between the same two midpoints as the exact value it was rounded from.
+ * Below the normal floats the midpoints are spaced differently. Inline: the
+ * JSON decoder asks it for every float32 element. */
+static inline int fmt_float_from_double_exact(double d) {
+  uint64_t b;
+  memcpy(&b, &d, sizeof b);
+  double mag = d < 0 ? -d : d;
+  return (b & ((1ull << 29) - 1)) != 1ull << 28 && !(mag < 0x1p-126 && mag != 0);
+}
 
 /* Parses a non-finite spelling ("NaN", "Infinity", "-Infinity", also
  * "+Infinity"); returns 1 and stores the value, or 0 if s is not one. */

@@ -115,7 +115,7 @@ value:
       n = fmt_parse_double(p, (size_t)(end - p), &d);
       /* Text past float64's range: jansson refuses the document, and
        * says where (decode_json_root). */
-      if (isinf(d)) return SCAN_REJECTED;
+      if (n > 0 && isinf(d)) return SCAN_REJECTED;
     }
     if (n == 0) return SCAN_REJECTED;
     p += n;
@@ -277,22 +277,8 @@ const numarray_t *numarray_of(const numarrays_t *a, const json_t *v) {
   return index < a->count ? &a->arrays[index] : NULL;
 }
 
-/* Whether rounding the double d to float32 may differ from rounding the
- * exact value d was rounded from. It cannot when d is a normal float's
- * double (or zero, infinite, NaN) and not a midpoint between two adjacent
- * floats: the midpoints are doubles, so the exact value and d lie between
- * the same two of them (the 53-bit significand of a midpoint is a 24-bit
- * one and a half: its last 29 bits are 1 and 28 zeros). Below the normal
- * floats the midpoints are spaced differently; those go back to the text. */
-static int float_rounding_unsafe(double d) {
-  uint64_t b;
-  memcpy(&b, &d, sizeof b);
-  double mag = fabs(d);
-  return (b & ((1ull << 29) - 1)) == 1ull << 28 || (mag < 0x1p-126 && mag != 0);
-}
-
 /* float32 straight from the text, for an array whose doubles cannot all
- * stand for it (see float_rounding_unsafe). */
+ * stand for it (fmt_float_from_double_exact). */
 static void fill_float_from_text(const numarray_t *a, float *out) {
   const char *p = a->text, *end = a->text + a->len;
   size_t i = 0;
@@ -321,7 +307,7 @@ void numarray_fill(const numarray_t *a, norm_tensor_t *t) {
   case NORM_F32: {
     float *f = t->data;
     for (size_t i = 0; i < a->count; i++) {
-      if (float_rounding_unsafe(v[i])) {
+      if (!fmt_float_from_double_exact(v[i])) {
         fill_float_from_text(a, f);
         return;
       }
