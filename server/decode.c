@@ -161,11 +161,16 @@ static const char *dims_text(char *buf, size_t cap, const int64_t *dims, int n,
   return buf;
 }
 
-/* A tensor object's data nested otherwise than its shape says. One message
- * for both paths (numarray and jansson), so they answer alike. */
-static int nesting_problem(problem_t *prob, const char *field,
-                           const norm_tensor_t *t, const int64_t *dims,
-                           int rank, int more) {
+/* A tensor object's data nested as dims (rank levels; `more` when deeper
+ * than those) must be flat (rank <= 1) or nested exactly as its shape:
+ * 0, or the problem. One check and one message for both paths (numarray
+ * and jansson), so they answer alike. */
+static int nesting_check(problem_t *prob, const char *field,
+                         const norm_tensor_t *t, const int64_t *dims, int rank,
+                         int more) {
+  if (rank <= 1 || (rank == t->rank && !more &&
+                    memcmp(dims, t->shape, (size_t)rank * sizeof dims[0]) == 0))
+    return 0;
   char got[192], want[192];
   return problem_set(prob, 422, "data_length", field,
                      "%s: data is nested as %s but shape is %s; give data "
@@ -180,7 +185,7 @@ static int nesting_problem(problem_t *prob, const char *field,
  * arrays below them are refused by nested_fill). */
 static int data_fill(const json_t *data, norm_tensor_t *t, size_t numel,
                      const char *field, problem_t *prob) {
-  int64_t dims[NORM_MAX_RANK];
+  int64_t dims[NORM_MAX_RANK] = {0};
   int rank = 0, more = 0;
   for (const json_t *v = data; json_is_array(v);
        v = json_array_size(v) ? json_array_get(v, 0) : NULL) {
@@ -191,12 +196,8 @@ static int data_fill(const json_t *data, norm_tensor_t *t, size_t numel,
     dims[rank++] = (int64_t)json_array_size(v);
   }
   size_t pos = 0;
-  if (rank > 1) {
-    if (rank != t->rank || more ||
-        memcmp(dims, t->shape, (size_t)rank * sizeof dims[0]) != 0)
-      return nesting_problem(prob, field, t, dims, rank, more);
-    return nested_fill(data, t, 0, &pos, field, prob);
-  }
+  if (nesting_check(prob, field, t, dims, rank, more) != 0) return -1;
+  if (rank > 1) return nested_fill(data, t, 0, &pos, field, prob);
   size_t count = json_array_size(data);
   if (count != numel) return data_length_problem(prob, field, numel, count);
   for (; pos < count; pos++) {
@@ -331,12 +332,9 @@ int decode_tensor(decode_ctx_t *ctx, const json_t *v, const char *field,
   nbytes = numel * norm_dtype_size(out->t.dtype);
   if (params != NULL) return binary_fill(ctx, params, out, nbytes, field, prob);
   if (data_text != NULL) {
-    if (data_text->rank > 1 &&
-        (data_text->rank != out->t.rank ||
-         memcmp(data_text->shape, out->t.shape,
-                (size_t)out->t.rank * sizeof out->t.shape[0]) != 0))
-      return nesting_problem(prob, field, &out->t, data_text->shape,
-                             data_text->rank, 0);
+    if (nesting_check(prob, field, &out->t, data_text->shape, data_text->rank,
+                      0) != 0)
+      return -1;
     if (data_text->count != numel)
       return data_length_problem(prob, field, numel, data_text->count);
     numarray_fill(data_text, &out->t);
