@@ -420,22 +420,40 @@ DEF_WRITE_FROM(f16, uint16_t)
 DEF_WRITE_FROM(bf16, uint16_t)
 
 #if KERN_BF16NE
-/* The 16 bfloat16 of r (float lanes) when that is provably what the double
- * path gives for them, from |r - t| < e (t: the double result): r - e and
- * r + e round to one bfloat16, so all between them does, t too. An end that
- * vcvtneps2bf16 flushes (subnormal) or a sign change makes them differ; a
- * zero or subnormal r itself is not taken either (the exponent field of its
- * bfloat16 is 0). Returns 0 when a lane is not safe. */
-KINLINE int bf16_if_safe(__m512 r, __m512 e, __m256i *out) {
-  *out = (__m256i)_mm512_cvtneps_pbh(r);
-  __m256i lo = (__m256i)_mm512_cvtneps_pbh(_mm512_sub_ps(r, e));
-  __m256i hi = (__m256i)_mm512_cvtneps_pbh(_mm512_add_ps(r, e));
-  __mmask16 same = _mm256_cmpeq_epi16_mask(lo, hi);
-  __mmask16 normal = _mm256_test_epi16_mask(*out, _mm256_set1_epi16(0x7F80));
-  return (same & normal) == 0xFFFF;
+/* The bfloat16 path works on 32 elements at a time, as two float vectors:
+ * the even elements (raw << 16) and the odd ones (raw & 0xFFFF0000) of one
+ * 64-byte load. vcvtne2ps2bf16 rounds both at once; its result holds the
+ * 16 even results, then the 16 odd ones, and bf16_interleave puts them
+ * back in order. */
+KINLINE __m512i bf16_round2(__m512 odd, __m512 even) {
+  return (__m512i)_mm512_cvtne2ps_pbh(odd, even);
 }
 
-/* bfloat16 -> bfloat16 y = (x - shift) * a + c in 16 float lanes, with a
+KINLINE __m512i bf16_interleave(__m512i halves) {
+  const __m512i idx = _mm512_set_epi16(
+      31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8,
+      23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  return _mm512_permutexvar_epi16(idx, halves);
+}
+
+/* The 32 bfloat16 of (r_odd, r_even) in order when that is provably what
+ * the double path gives for them, from |r - t| < e (t: the double result):
+ * r - e and r + e round to one bfloat16, so all between them does, t too.
+ * An end that vcvtne2ps2bf16 flushes (subnormal) or a sign change makes
+ * them differ; a zero or subnormal r itself is not taken either (the
+ * exponent field of its bfloat16 is 0). Returns 0 when a lane is not
+ * safe. */
+KINLINE int bf16_if_safe(__m512 r_odd, __m512 r_even, __m512 e_odd,
+                         __m512 e_even, __m512i *out) {
+  __m512i got = bf16_round2(r_odd, r_even);
+  __m512i lo = bf16_round2(_mm512_sub_ps(r_odd, e_odd), _mm512_sub_ps(r_even, e_even));
+  __m512i hi = bf16_round2(_mm512_add_ps(r_odd, e_odd), _mm512_add_ps(r_even, e_even));
+  __mmask32 normal = _mm512_test_epi16_mask(got, _mm512_set1_epi16(0x7F80));
+  *out = got;
+  return _mm512_mask_cmpeq_epi16_mask(normal, lo, hi) == 0xFFFFFFFFu;
+}
+
+/* bfloat16 -> bfloat16 y = (x - shift) * a + c in float lanes, with a
  * proof that the result rounds like the double path, else the double path.
  * Two ways to r, with a bound on |r - t| (t: the double result):
  * - folded, r = fma(x, A, C) with A = a and C = c - shift * a (computed in
@@ -447,42 +465,60 @@ KINLINE int bf16_if_safe(__m512 r, __m512 e, __m256i *out) {
  *   d * (float)a, r = p + (float)c: |r - t| < 2^-21 M with M = |p| + |c|
  *   (about five float roundings and the dropped tail of shift, which for
  *   bfloat16 data is far below |d|, plus a factor 4).
- * e is twice the bound (four times for the folded form). Unsafe lanes
- * (rare) take the double path. bench/check_kern compares both forms with
- * the double path. */
-/* The vector loop of axpb_bf16_bf16_f over [i, n) in steps of 16, for one
+ * e is twice the bound (four times for the folded form); the factor is
+ * folded into the constants of M. Unsafe lanes (rare) take the double
+ * path. bench/check_kern compares both forms with the double path. */
+typedef struct {
+  __m512 fa, fc, e_fa, e_fc; /* folded: A, C, and 2^-21 |A|, 2^-21 |C| */
+  __m512 sh, sl, cf, e_c;    /* centered: shift = sh + sl, c, 2^-20 |c| */
+} bf16_consts_t;
+
+KINLINE bf16_consts_t bf16_consts(double shift, double a, double c) {
+  const float shf = (float)shift;
+  const float fa = (float)a, fc = (float)(c - shift * a), cf = (float)c;
+  return (bf16_consts_t){
+      .fa = _mm512_set1_ps(fa), .fc = _mm512_set1_ps(fc),
+      .e_fa = _mm512_set1_ps(0x1p-21f * fabsf(fa)),
+      .e_fc = _mm512_set1_ps(0x1p-21f * fabsf(fc)),
+      .sh = _mm512_set1_ps(shf), .sl = _mm512_set1_ps((float)(shift - (double)shf)),
+      .cf = _mm512_set1_ps(cf), .e_c = _mm512_set1_ps(0x1p-20f * fabsf(cf))};
+}
+
+/* r and its e for one float vector of x, in one of the two forms. */
+KINLINE __m512 bf16_lane_result(const bf16_consts_t *k, __m512 xf, int folded,
+                                __m512 *e) {
+  if (folded) {
+    *e = _mm512_fmadd_ps(_mm512_abs_ps(xf), k->e_fa, k->e_fc);
+    return _mm512_fmadd_ps(xf, k->fa, k->fc);
+  }
+  __m512 p = _mm512_mul_ps(_mm512_sub_ps(_mm512_sub_ps(xf, k->sh), k->sl), k->fa);
+  *e = _mm512_fmadd_ps(_mm512_abs_ps(p), _mm512_set1_ps(0x1p-20f), k->e_c);
+  return _mm512_add_ps(p, k->cf);
+}
+
+/* The vector loop of axpb_bf16_bf16_f over [i, n) in steps of 32, for one
  * form and one kind of store (constants once inlined, so each of the four
- * loops has no per-step test of them); returns where it stopped. */
+ * loops has no per-step test of them); returns where it stopped. A step
+ * with an unsafe lane is done again by the double path. */
 KINLINE size_t bf16_apply_loop(const uint16_t *x, uint16_t *y, size_t i,
                                size_t n, double shift, double a, double c,
                                const int folded, const int stream) {
-  const __m512 fa = _mm512_set1_ps((float)a), fc = _mm512_set1_ps((float)(c - shift * a));
-  const __m512 abs_fa = _mm512_abs_ps(fa), abs_fc = _mm512_abs_ps(fc);
-  const float shf = (float)shift;
-  const __m512 sh = _mm512_set1_ps(shf), sl = _mm512_set1_ps((float)(shift - (double)shf));
-  const __m512 cf = _mm512_set1_ps((float)c), abs_c = _mm512_abs_ps(cf);
-  const __m512 bound = _mm512_set1_ps(folded ? 0x1p-21f : 0x1p-20f);
-  const vd va = (vd){0} + a, vc = (vd){0} + c;
-  for (; i + 16 <= n; i += 16) {
-    __m512i raw = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(x + i)));
-    __m512 xf = _mm512_castsi512_ps(_mm512_slli_epi32(raw, 16));
-    __m512 r, m;
-    if (folded) {
-      r = _mm512_fmadd_ps(xf, fa, fc);
-      m = _mm512_fmadd_ps(_mm512_abs_ps(xf), abs_fa, abs_fc);
-    } else {
-      __m512 p = _mm512_mul_ps(_mm512_sub_ps(_mm512_sub_ps(xf, sh), sl), fa);
-      r = _mm512_add_ps(p, cf);
-      m = _mm512_add_ps(_mm512_abs_ps(p), abs_c);
+  const bf16_consts_t k = bf16_consts(shift, a, c);
+  for (; i + 32 <= n; i += 32) {
+    __m512i raw = _mm512_loadu_si512((const void *)(x + i));
+    __m512 x_even = _mm512_castsi512_ps(_mm512_slli_epi32(raw, 16));
+    __m512 x_odd = _mm512_castsi512_ps(_mm512_and_si512(raw, _mm512_set1_epi32((int)0xFFFF0000u)));
+    __m512 e_even, e_odd;
+    __m512 r_even = bf16_lane_result(&k, x_even, folded, &e_even);
+    __m512 r_odd = bf16_lane_result(&k, x_odd, folded, &e_odd);
+    __m512i halves;
+    if (__builtin_expect(!bf16_if_safe(r_odd, r_even, e_odd, e_even, &halves), 0)) {
+      KFN(axpb_bf16_bf16)(x + i, y + i, 32, shift, a, c, 0);
+      continue;
     }
-    __m256i out;
-    if (__builtin_expect(!bf16_if_safe(r, _mm512_mul_ps(m, bound), &out), 0)) {
-      __m128i lo8 = (__m128i)bf16_pack(vfma(ld_bf16(x + i) - shift, va, vc));
-      __m128i hi8 = (__m128i)bf16_pack(vfma(ld_bf16(x + i + 8) - shift, va, vc));
-      out = _mm256_set_m128i(hi8, lo8);
-    }
-    if (stream) _mm256_stream_si256((__m256i *)(y + i), out);
-    else _mm256_storeu_si256((__m256i *)(y + i), out);
+    __m512i out = bf16_interleave(halves);
+    if (stream) _mm512_stream_si512((void *)(y + i), out);
+    else _mm512_storeu_si512((void *)(y + i), out);
   }
   return i;
 }
@@ -499,7 +535,7 @@ static void KFN(axpb_bf16_bf16_f)(const void *xv, void *yv, size_t n,
     KFN(axpb_bf16_bf16)(x, y, n, shift, a, c, stream);
     return;
   }
-  if (stream) { /* align y for 32-byte streaming stores */
+  if (stream) { /* align y for 64-byte streaming stores */
     i = head_to_align(y, 2, n);
     KFN(axpb_bf16_bf16)(x, y, i, shift, a, c, 0);
   }
