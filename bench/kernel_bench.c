@@ -7,6 +7,8 @@
  * of 16 MiB or more). Prints one line per measurement for
  * bench/kernel_table.py, which adds PyTorch and prints the table:
  *   case|dtype|threads|normd_GBps|ceiling_GBps|streaming_ceiling_GBps
+ * Arguments: [max threads, default 2] [only the cases whose "name dtype"
+ * contains each of these words, e.g. "eval bfloat16"].
  * Build with the release flags (-O2, no -march=native): `make bench`. */
 #include <stdint.h>
 #include <stdio.h>
@@ -174,8 +176,24 @@ static void fill(norm_tensor_t *t, size_t n, uint64_t seed, double lo, double hi
   }
 }
 
+/* Whether every space-separated word of words occurs in text. */
+static int has_all_words(const char *text, const char *words) {
+  char w[64];
+  for (const char *p = words; *p;) {
+    size_t len = strcspn(p, " ");
+    if (len > 0 && len < sizeof w) {
+      memcpy(w, p, len);
+      w[len] = 0;
+      if (!strstr(text, w)) return 0;
+    }
+    p += len + (p[len] == ' ');
+  }
+  return 1;
+}
+
 int main(int argc, char **argv) {
   int max_threads = argc > 1 ? atoi(argv[1]) : 2;
+  const char *only = argc > 2 ? argv[2] : NULL; /* e.g. "eval bfloat16" */
   cpool_t *pools[3] = {NULL, cpool_start(1), cpool_start(2)};
   fprintf(stderr, "kernel_bench: simd=%s\n", norm_simd_name());
   printf("#simd|%s\n", norm_simd_name());
@@ -183,6 +201,9 @@ int main(int argc, char **argv) {
   for (int d = 0; d < 2; d++) {
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
       const bcase_t *bc = &cases[c];
+      char label[96];
+      snprintf(label, sizeof label, "%s %s", bc->name, norm_dtype_name(dts[d]));
+      if (only && !has_all_words(label, only)) continue;
       job_t j = {.op = bc->op};
       size_t n;
       j.x = tensor(dts[d], bc->rank, bc->shape, &n);
