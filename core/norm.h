@@ -145,8 +145,9 @@ int norm_ndim_from_axis(const norm_tensor_t *x, int64_t axis,
 
 /* y = (x - mean) / sqrt(var + eps) * w + b, per row of the trailing dims.
  * weight and bias are optional (NULL) and have the normalized shape, any
- * dtype. y has x's shape, any dtype; it may alias x when the dtypes match.
- * Stats are per row. Groups are rows: norm_layer_groups() of them. */
+ * dtype. y has x's shape, any dtype; it may alias x when the dtypes match
+ * (so may every normalization's y below). Stats are per row. Groups are
+ * rows: norm_layer_groups() of them. */
 int norm_layer(const norm_tensor_t *x, const norm_tensor_t *weight,
                const norm_tensor_t *bias, const norm_layer_params_t *p,
                norm_tensor_t *y, const norm_stats_t *stats);

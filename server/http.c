@@ -516,11 +516,12 @@ static void job_run(pool_job_t *base) {
   job_t *job = (job_t *)base;
   service_input_t in = {
       .op = job->op, .body = job->body.data, .len = job->body.len,
-      .content_type = job->content_type, .accept = job->accept,
-      .header_length = job->header_length, .query = job->query,
-      .nquery = job->nquery, .kserve = job->kserve, .by_reference = 1};
+      .body_mem = job->body.mem, .content_type = job->content_type,
+      .accept = job->accept, .header_length = job->header_length,
+      .query = job->query, .nquery = job->nquery, .kserve = job->kserve,
+      .by_reference = 1};
+  job->body = (body_t){0}; /* the service owns it now */
   service_handle(&in, &job->limits, &job->reply);
-  body_free(&job->body);
 }
 
 static void job_free(job_t *job) {

@@ -50,12 +50,14 @@ void request_free(request_t *req) {
   }
   free(req->parts);
   req->parts = NULL;
+  free(req->body_mem);
+  req->body_mem = NULL;
   free(req->v2_id);
   req->v2_id = NULL;
 }
 
 void result_free(result_t *res) {
-  free(res->output.data);
+  if (!res->output_in_input) free(res->output.data);
   free(res->mean);
   free(res->var);
   free(res->rstd);

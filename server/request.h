@@ -52,7 +52,8 @@ typedef struct {
 
 /* A tensor of the request; data is malloc'd and owned by the request, or
  * (the input of a binary body, when aligned) borrowed from the body, which
- * outlives the request. present == false means the field was absent. */
+ * outlives the request or is owned by it (body_mem). present == false
+ * means the field was absent. */
 typedef struct {
   bool present;
   bool borrowed; /* t.data points into the request body: not freed */
@@ -64,6 +65,9 @@ typedef struct {
   req_tensor_t input, weight, bias, running_mean, running_var;
   norm_dtype_t output_dtype; /* defaults to input's dtype */
   unsigned ret;              /* RET_* bits */
+  /* The body's allocation when the request owns it (freed with it), else
+   * NULL (the caller's, read only). Then a borrowed input may be written. */
+  void *body_mem;
   /* Parameters: one set per op, filled with the design's defaults. The
    * trailing-dims form of layer/rms/moments arrives as normalized_shape or
    * axis and is resolved against the input into normalized_ndim. */
@@ -122,7 +126,9 @@ typedef struct {
 } residual_curves_t;
 
 typedef struct {
-  norm_tensor_t output; /* data malloc'd; present when RET_OUTPUT */
+  norm_tensor_t output; /* present when RET_OUTPUT; data malloc'd, or */
+  bool output_in_input;  /* the input's memory, computed in place (owned by
+                          * the request, freed with it) */
   size_t ngroups;       /* one stat per normalized group */
   int stats_rank;
   int64_t stats_shape[NORM_MAX_RANK];

@@ -123,6 +123,7 @@ void service_handle(const service_input_t *in, const limits_t *lim,
   request_t req;
   result_t res;
   request_init(&req, in->op);
+  req.body_mem = in->body_mem;
   memset(&res, 0, sizeof res);
 
   const codec_t *decoder = NULL, *encoder = NULL;

@@ -15,6 +15,10 @@ typedef struct {
   op_t op;
   const char *body; /* need not be NUL-terminated */
   size_t len;
+  /* The allocation holding body when the caller hands it over: the service
+   * frees it (with the reply when that sends by reference), and may write
+   * into it. NULL: body stays the caller's and is only read. */
+  void *body_mem;
   const char *content_type;  /* header values, or NULL when absent */
   const char *accept;
   const char *header_length; /* Inference-Header-Content-Length */

@@ -14,6 +14,7 @@
   X(norm_batch)                                                                \
   X(norm_group)                                                                \
   X(norm_instance)                                                             \
+  X(norm_alias)                                                                \
   X(moments)                                                                   \
   X(torch_fixtures)                                                            \
   X(fmt)                                                                       \
