@@ -90,40 +90,57 @@ static int check(const kern_t *k) {
   return bad;
 }
 
-/* The float-lane bfloat16 path of `fast` against the double path of
- * `ref` (same FMA semantics): random rows around a mean, as a kernel sees
+/* One random bfloat16 row for the float-lane checks: n elements, the mean
+ * as shift, a scale a (1/sd times a factor) and an offset c; the cruel
+ * kinds among them (see check_axpb_bf16). */
+enum { BF16_ROW_MAX = 4099 };
+static size_t bf16_row(uint64_t *s, uint16_t *x, double *shift, double *a,
+                       double *c) {
+  uint64_t k = rng(s);
+  double mean = ldexp((double)(int64_t)rng(s) * 0x1p-63, (int)(k % 40) - 20);
+  double sd = fabs(mean) * ldexp(1.0, -(int)(k >> 8) % 30) + 1e-30;
+  if (k % 7 == 0) sd = ldexp(1.0, (int)(k >> 16) % 60 - 30);
+  size_t n = 16 + rng(s) % 200;
+  for (size_t i = 0; i < n; i++) {
+    double u = ((double)(rng(s) >> 11) * 0x1p-53 - 0.5) * 3.4;
+    x[i] = norm_bf16_from_double(mean + sd * u);
+    uint64_t z = rng(s);
+    if (z % 997 == 0) x[i] = (uint16_t)(z >> 16); /* any pattern */
+    if (k % 11 == 0) x[i] = x[0];                 /* constant row */
+  }
+  double sum = 0;
+  for (size_t i = 0; i < n; i++) sum += norm_float_from_bf16(x[i]);
+  *shift = isfinite(sum) ? sum / (double)n : mean;
+  *a = ((k >> 24) % 5 == 0 ? 1.0 : ldexp(1.0 + (double)(k % 1000) / 997.0,
+                                         (int)(k >> 32) % 20 - 4)) /
+       sd;
+  if (k % 13 == 0) /* tiny scales: a itself subnormal as a float */
+    *a = ldexp(1.0 + (double)(k % 1000) / 997.0, -(int)((k >> 20) % 40) - 110);
+  *c = (k >> 40) % 3 == 0 ? 0.0
+                          : ldexp((double)(int64_t)rng(s) * 0x1p-63,
+                                  (int)(k >> 48) % 12 - 4);
+  return n;
+}
+
+static void bf16_verdict(const char *what, const kern_t *fast,
+                         const kern_t *ref, long rows, long bad) {
+  printf("%-10s bf16 -> bf16 %s float lanes vs %s double lanes, %ld rows: %s\n",
+         fast->name, what, ref->name, rows, bad ? "MISMATCH" : "identical");
+}
+
+/* The bfloat16 -> bfloat16 axpb of `fast` (float lanes with a proof, see
+ * kern_impl.h) against the double lanes of `ref`, bit for bit, on rows
+ * like those of batch, group and instance norm with the statistics of
  * them (shift = the mean, a = scale * w, c = b), including |mean| >> std,
  * constant rows, huge and tiny scales (down to subnormal floats), NaN /
  * Inf / subnormal elements. */
 static int check_axpb_bf16(const kern_t *ref, const kern_t *fast) {
-  enum { N = 4099 };
-  static uint16_t x[N], y0[N], y1[N + 8];
+  static uint16_t x[BF16_ROW_MAX], y0[BF16_ROW_MAX], y1[BF16_ROW_MAX + 8];
   uint64_t s = 7;
   long bad = 0, rows = 200000;
   for (long r = 0; r < rows; r++) {
-    uint64_t k = rng(&s);
-    double mean = ldexp((double)(int64_t)rng(&s) * 0x1p-63, (int)(k % 40) - 20);
-    double sd = fabs(mean) * ldexp(1.0, -(int)(k >> 8) % 30) + 1e-30;
-    if (k % 7 == 0) sd = ldexp(1.0, (int)(k >> 16) % 60 - 30);
-    size_t n = 16 + rng(&s) % 200;
-    for (size_t i = 0; i < n; i++) {
-      double u = ((double)(rng(&s) >> 11) * 0x1p-53 - 0.5) * 3.4;
-      x[i] = norm_bf16_from_double(mean + sd * u);
-      uint64_t z = rng(&s);
-      if (z % 997 == 0) x[i] = (uint16_t)(z >> 16); /* any pattern */
-      if (k % 11 == 0) x[i] = x[0];                 /* constant row */
-    }
-    double sum = 0;
-    for (size_t i = 0; i < n; i++) sum += norm_float_from_bf16(x[i]);
-    double shift = isfinite(sum) ? sum / (double)n : mean;
-    double a = ((k >> 24) % 5 == 0 ? 1.0 : ldexp(1.0 + (double)(k % 1000) / 997.0,
-                                                  (int)(k >> 32) % 20 - 4)) /
-               sd;
-    if (k % 13 == 0) /* tiny scales: a itself subnormal as a float */
-      a = ldexp(1.0 + (double)(k % 1000) / 997.0, -(int)((k >> 20) % 40) - 110);
-    double c = (k >> 40) % 3 == 0 ? 0.0
-                                  : ldexp((double)(int64_t)rng(&s) * 0x1p-63,
-                                          (int)(k >> 48) % 12 - 4);
+    double shift, a, c;
+    size_t n = bf16_row(&s, x, &shift, &a, &c);
     ref->axpb[NORM_BF16][NORM_BF16](x, y0, n, shift, a, c, 0);
     fast->axpb[NORM_BF16][NORM_BF16](x, y1 + (r & 7), n, shift, a, c, r & 1);
     memmove(y1, y1 + (r & 7), n * sizeof y1[0]); /* misaligned streaming too */
@@ -132,8 +149,49 @@ static int check_axpb_bf16(const kern_t *ref, const kern_t *fast) {
         printf("  %s bf16 axpb x=%04x shift=%a a=%a c=%a: %04x want %04x\n",
                fast->name, x[i], shift, a, c, y1[i], y0[i]);
   }
-  printf("%-10s bf16 -> bf16 float lanes vs %s double lanes, %ld rows: %s\n",
-         fast->name, ref->name, rows, bad ? "MISMATCH" : "identical");
+  bf16_verdict("axpb", fast, ref, rows, bad);
+  return bad != 0;
+}
+
+/* The same for layer and RMS norm's apply with a weight and a bias per
+ * element (fast->affine_bf16, floats, against ref->affine with their
+ * doubles): weights from subnormal to 2^40, biases from 0 to 2^20 and of
+ * either sign, weight only (RMS norm), bias only, and both. */
+static int check_affine_bf16(const kern_t *ref, const kern_t *fast) {
+  static uint16_t x[BF16_ROW_MAX], y0[BF16_ROW_MAX], y1[BF16_ROW_MAX + 8];
+  static float wf[BF16_ROW_MAX], bf[BF16_ROW_MAX];
+  static double wd[BF16_ROW_MAX], bd[BF16_ROW_MAX];
+  uint64_t s = 13;
+  long bad = 0, rows = 200000;
+  for (long r = 0; r < rows; r++) {
+    double shift, scale, c;
+    size_t n = bf16_row(&s, x, &shift, &scale, &c);
+    uint64_t q = rng(&s);
+    int we = (int)(q % 60) - 40, be = (int)(q >> 8) % 40 - 20;
+    if (q % 17 == 0) we = -135; /* products in the subnormal floats */
+    for (size_t i = 0; i < n; i++) {
+      double u = (double)(rng(&s) >> 11) * 0x1p-53;
+      wf[i] = norm_float_from_bf16(norm_bf16_from_double(ldexp(0.5 + u, we)));
+      double v = ((double)(rng(&s) >> 11) * 0x1p-53 - 0.5) * 2;
+      bf[i] = (q >> 20) % 4 == 0 ? 0.0f : norm_float_from_bf16(norm_bf16_from_double(ldexp(v, be)));
+      wd[i] = wf[i];
+      bd[i] = bf[i];
+    }
+    int form = (int)((q >> 32) % 3); /* 0: both, 1: weight only, 2: bias only */
+    const float *w = form == 2 ? NULL : wf, *b = form == 1 ? NULL : bf;
+    double sh = form == 1 && (q >> 40) % 2 ? 0.0 : shift; /* RMS: no shift */
+    ref->affine[NORM_BF16][NORM_BF16](x, y0, n, sh, scale, w ? wd : NULL,
+                                      b ? bd : NULL, 0);
+    fast->affine_bf16(x, y1 + (r & 7), n, sh, scale, w, b, (int)(r & 1));
+    memmove(y1, y1 + (r & 7), n * sizeof y1[0]);
+    for (size_t i = 0; i < n; i++)
+      if (y0[i] != y1[i] && bad++ < 5)
+        printf("  %s bf16 affine x=%04x shift=%a scale=%a w=%a b=%a: %04x "
+               "want %04x\n",
+               fast->name, x[i], sh, scale, w ? w[i] : 1.0, b ? b[i] : 0.0,
+               y1[i], y0[i]);
+  }
+  bf16_verdict("affine", fast, ref, rows, bad);
   return bad != 0;
 }
 
@@ -191,7 +249,9 @@ int main(void) {
   else printf("avx512  not supported by this CPU: skipped\n");
   if (__builtin_cpu_supports("x86-64-v4") &&
       __builtin_cpu_supports("avx512bf16"))
-    bad += check(&kern_avx512bf16) + check_axpb_bf16(&kern_avx512, &kern_avx512bf16);
+    bad += check(&kern_avx512bf16) +
+           check_axpb_bf16(&kern_avx512, &kern_avx512bf16) +
+           check_affine_bf16(&kern_avx512, &kern_avx512bf16);
   else printf("avx512bf16 not supported by this CPU: skipped\n");
 #endif
   return bad != 0;

@@ -195,6 +195,15 @@ void engine_apply(const norm_tensor_t *x, norm_tensor_t *y, const layout_t *l,
                     stream);
       continue;
     }
+    if (per_element && a->float_ok && k->affine_bf16 &&
+        x->dtype == NORM_BF16 && y->dtype == NORM_BF16) { /* exact */
+      size_t at = base * sizeof(uint16_t);
+      k->affine_bf16((const uint16_t *)((const char *)x->data + at),
+                     (uint16_t *)((char *)y->data + at), l->seg_len, shift,
+                     scale, a->wf ? a->wf + first : NULL,
+                     a->bf ? a->bf + first : NULL, stream);
+      continue;
+    }
     if (per_element) {
       int whole = (a->weight == NULL || a->w) && (a->bias == NULL || a->b);
       size_t step = whole ? l->seg_len : WBLOCK;

@@ -19,6 +19,7 @@
 #define NORM_KERN_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "norm.h"
 
@@ -49,6 +50,13 @@ typedef struct {
    * `affine`, within 2^-22 (|(x - shift) * scale * w| + |y|). */
   void (*affine_f32)(const float *x, float *y, size_t n, double shift,
                      double scale, const float *w, const float *b, int stream);
+  /* bfloat16 -> bfloat16 `affine` in float lanes with float weights and
+   * biases, bit-identical to affine[NORM_BF16][NORM_BF16] given their
+   * doubles (each lane proves it rounds as the double path, else takes
+   * it). NULL in tables without AVX512-BF16. */
+  void (*affine_bf16)(const uint16_t *x, uint16_t *y, size_t n, double shift,
+                      double scale, const float *w, const float *b,
+                      int stream);
 } kern_t;
 
 extern const kern_t kern_base;

@@ -440,15 +440,20 @@ KINLINE __m512i bf16_interleave(__m512i halves) {
  * the double path gives for them, from |r - t| < e (t: the double result):
  * r - e and r + e round to one bfloat16, so all between them does, t too.
  * An end that vcvtne2ps2bf16 flushes (subnormal) or a sign change makes
- * them differ; a zero or subnormal r itself is not taken either (the
- * exponent field of its bfloat16 is 0). Returns 0 when a lane is not
- * safe. */
+ * them differ. Only normal results are taken: not a zero or subnormal r
+ * (the exponent field of its bfloat16 is 0), and not an infinite or NaN
+ * one (field 0xFF), which a float overflow gives where double does not (a
+ * NaN r would pass the first test: r - e and r + e are NaN alike).
+ * Returns 0 when a lane is not safe. */
 KINLINE int bf16_if_safe(__m512 r_odd, __m512 r_even, __m512 e_odd,
                          __m512 e_even, __m512i *out) {
   __m512i got = bf16_round2(r_odd, r_even);
   __m512i lo = bf16_round2(_mm512_sub_ps(r_odd, e_odd), _mm512_sub_ps(r_even, e_even));
   __m512i hi = bf16_round2(_mm512_add_ps(r_odd, e_odd), _mm512_add_ps(r_even, e_even));
-  __mmask32 normal = _mm512_test_epi16_mask(got, _mm512_set1_epi16(0x7F80));
+  /* exponent field in [1, 0xFE]: |got| - 0x0080 below 0x7F00, unsigned */
+  __m512i mag = _mm512_and_si512(got, _mm512_set1_epi16(0x7FFF));
+  __mmask32 normal = _mm512_cmplt_epu16_mask(
+      _mm512_sub_epi16(mag, _mm512_set1_epi16(0x0080)), _mm512_set1_epi16(0x7F00));
   *out = got;
   return _mm512_mask_cmpeq_epi16_mask(normal, lo, hi) == 0xFFFFFFFFu;
 }
@@ -547,6 +552,112 @@ static void KFN(axpb_bf16_bf16_f)(const void *xv, void *yv, size_t n,
                : bf16_apply_loop(x, y, i, n, shift, a, c, 0, 0);
   if (stream) _mm_sfence();
   KFN(axpb_bf16_bf16)(x + i, y + i, n - i, shift, a, c, 0);
+}
+
+/* bfloat16 -> bfloat16 y = (x - shift) * scale * w[i] + b[i] (w or b, not
+ * both, may be NULL) in float lanes, bit-identical to affine_bf16_bf16
+ * given the doubles of w and b (floats: the caller's exact copies). With
+ * d = (x - sh) - sl (shift = sh + sl + tau, |tau| <= 2^-48 |shift|), p =
+ * d * (float)scale and r = fma(p, w, b) (r = p * w without b, p + b
+ * without w), seven float roundings at most, each 2^-24 relative, and the
+ * dropped tail of shift give |r - t| <= 2^-21 (|p w| + |b|) + 2^-47 |scale
+ * shift w| (t: the double result, whose own error is of order 2^-52). e is
+ * twice that, and 2^-140 |w| more for a p in the subnormal floats; lanes
+ * where r - e and r + e round apart (bf16_if_safe) take the double path.
+ * bench/check_kern compares it with the double path. */
+KINLINE __m512 bf16_widen16(const uint16_t *x) {
+  __m512i raw = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)x));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(raw, 16));
+}
+
+typedef struct {
+  __m512 sh, sl, sf, e_rel, e_tail; /* 2^-20, 2^-46 |scale shift| + 2^-140 */
+} affine_bf16_consts_t;
+
+/* r and its e for the 16 elements at x, weights and biases at w and b. */
+KINLINE __m512 affine_bf16_lanes(const affine_bf16_consts_t *k,
+                                 const uint16_t *x, const float *w,
+                                 const float *b, __m512 *e) {
+  __m512 d = _mm512_sub_ps(_mm512_sub_ps(bf16_widen16(x), k->sh), k->sl);
+  __m512 p = _mm512_mul_ps(d, k->sf);
+  __m512 t = _mm512_fmadd_ps(_mm512_abs_ps(p), k->e_rel, k->e_tail);
+  __m512 r;
+  if (w) {
+    __m512 wv = _mm512_loadu_ps(w);
+    t = _mm512_mul_ps(_mm512_abs_ps(wv), t);
+    r = b ? _mm512_fmadd_ps(p, wv, _mm512_loadu_ps(b)) : _mm512_mul_ps(p, wv);
+  } else {
+    r = _mm512_add_ps(p, _mm512_loadu_ps(b));
+  }
+  *e = b ? _mm512_fmadd_ps(_mm512_abs_ps(_mm512_loadu_ps(b)), k->e_rel, t) : t;
+  return r;
+}
+
+/* The vector loop of affine_bf16_bf16_f over [i, n) in steps of 32, for
+ * one form (w, b or both) and one kind of store; returns where it
+ * stopped. A step with an unsafe lane is done again by the double path. */
+KINLINE size_t affine_bf16_loop(const uint16_t *x, uint16_t *y, size_t i,
+                                size_t n, const affine_bf16_consts_t *k,
+                                double shift, double scale, const float *w,
+                                const float *b, const int stream) {
+  for (; i + 32 <= n; i += 32) {
+    __m512 e0, e1;
+    __m512 r0 = affine_bf16_lanes(k, x + i, w ? w + i : NULL, b ? b + i : NULL, &e0);
+    __m512 r1 = affine_bf16_lanes(k, x + i + 16, w ? w + i + 16 : NULL,
+                                  b ? b + i + 16 : NULL, &e1);
+    __m512i out; /* vcvtne2ps2bf16 keeps r0's lanes first: in order */
+    if (__builtin_expect(!bf16_if_safe(r1, r0, e1, e0, &out), 0)) {
+      double wd[32], bd[32];
+      for (int j = 0; j < 32; j++) {
+        wd[j] = w ? w[i + j] : 0;
+        bd[j] = b ? b[i + j] : 0;
+      }
+      KFN(affine_bf16_bf16)(x + i, y + i, 32, shift, scale, w ? wd : NULL,
+                            b ? bd : NULL, 0);
+      continue;
+    }
+    if (stream) _mm512_stream_si512((void *)(y + i), out);
+    else _mm512_storeu_si512((void *)(y + i), out);
+  }
+  return i;
+}
+
+static void KFN(affine_bf16_bf16_f)(const uint16_t *x, uint16_t *y, size_t n,
+                                    double shift, double scale, const float *w,
+                                    const float *b, int stream) {
+  size_t i = 0;
+  double tail = 0x1p-46 * fabs(scale * shift) + 0x1p-140;
+  /* The bounds take scale as a normal float; a tiny, huge or non-finite
+   * one (or shift) goes to the double path whole, as does a tail term
+   * beyond float. */
+  int fast = fabs(scale) >= 0x1p-100 && fabs(scale) <= 0x1p100 && tail <= 0x1p100;
+  const float shf = (float)shift;
+  const affine_bf16_consts_t k = {
+      .sh = _mm512_set1_ps(shf), .sl = _mm512_set1_ps((float)(shift - (double)shf)),
+      .sf = _mm512_set1_ps((float)scale), .e_rel = _mm512_set1_ps(0x1p-20f),
+      .e_tail = _mm512_set1_ps((float)tail)};
+  if (fast && stream) { /* align y for 64-byte streaming stores */
+    i = head_to_align(y, 2, n);
+    KFN(affine_bf16_bf16_f)(x, y, i, shift, scale, w, b, 0);
+  }
+  if (fast) {
+    if (w && b)
+      i = stream ? affine_bf16_loop(x, y, i, n, &k, shift, scale, w, b, 1)
+                 : affine_bf16_loop(x, y, i, n, &k, shift, scale, w, b, 0);
+    else if (w)
+      i = stream ? affine_bf16_loop(x, y, i, n, &k, shift, scale, w, NULL, 1)
+                 : affine_bf16_loop(x, y, i, n, &k, shift, scale, w, NULL, 0);
+    else
+      i = stream ? affine_bf16_loop(x, y, i, n, &k, shift, scale, NULL, b, 1)
+                 : affine_bf16_loop(x, y, i, n, &k, shift, scale, NULL, b, 0);
+    if (stream) _mm_sfence();
+  }
+  for (; i < n; i++) { /* the tail, or everything: the double path's rule */
+    double t = e_bf16(x + i) - shift;
+    s_bf16(y + i, w && b ? sfma(t * scale, w[i], b[i])
+                  : w    ? t * scale * w[i]
+                         : sfma(t, scale, b[i]));
+  }
 }
 #endif
 
@@ -668,4 +779,7 @@ const kern_t KERN_TABLE = {
 #endif
     .affine = KMAT(affine),
     .affine_f32 = KFN(affine_f32f),
+#if KERN_BF16NE
+    .affine_bf16 = KFN(affine_bf16_bf16_f),
+#endif
 };
