@@ -440,20 +440,17 @@ KINLINE __m512i bf16_interleave(__m512i halves) {
  * the double path gives for them, from |r - t| < e (t: the double result):
  * r - e and r + e round to one bfloat16, so all between them does, t too.
  * An end that vcvtne2ps2bf16 flushes (subnormal) or a sign change makes
- * them differ. Only normal results are taken: not a zero or subnormal r
- * (the exponent field of its bfloat16 is 0), and not an infinite or NaN
- * one (field 0xFF), which a float overflow gives where double does not (a
- * NaN r would pass the first test: r - e and r + e are NaN alike).
- * Returns 0 when a lane is not safe. */
+ * them differ; a zero or subnormal r itself is not taken either (the
+ * exponent field of its bfloat16 is 0). A NaN r passes (r - e and r + e
+ * are NaN alike): callers whose r can be NaN where t is not (inf * 0 after
+ * a float overflow) test for it themselves. Returns 0 when a lane is not
+ * safe. */
 KINLINE int bf16_if_safe(__m512 r_odd, __m512 r_even, __m512 e_odd,
                          __m512 e_even, __m512i *out) {
   __m512i got = bf16_round2(r_odd, r_even);
   __m512i lo = bf16_round2(_mm512_sub_ps(r_odd, e_odd), _mm512_sub_ps(r_even, e_even));
   __m512i hi = bf16_round2(_mm512_add_ps(r_odd, e_odd), _mm512_add_ps(r_even, e_even));
-  /* exponent field in [1, 0xFE]: |got| - 0x0080 below 0x7F00, unsigned */
-  __m512i mag = _mm512_and_si512(got, _mm512_set1_epi16(0x7FFF));
-  __mmask32 normal = _mm512_cmplt_epu16_mask(
-      _mm512_sub_epi16(mag, _mm512_set1_epi16(0x0080)), _mm512_set1_epi16(0x7F00));
+  __mmask32 normal = _mm512_test_epi16_mask(got, _mm512_set1_epi16(0x7F80));
   *out = got;
   return _mm512_mask_cmpeq_epi16_mask(normal, lo, hi) == 0xFFFFFFFFu;
 }
@@ -563,7 +560,8 @@ static void KFN(axpb_bf16_bf16_f)(const void *xv, void *yv, size_t n,
  * dropped tail of shift give |r - t| <= 2^-21 (|p w| + |b|) + 2^-47 |scale
  * shift w| (t: the double result, whose own error is of order 2^-52). e is
  * twice that, and 2^-140 |w| more for a p in the subnormal floats; lanes
- * where r - e and r + e round apart (bf16_if_safe) take the double path.
+ * where r - e and r + e round apart (bf16_if_safe), or r is NaN, take the
+ * double path.
  * bench/check_kern compares it with the double path. */
 KINLINE __m512 bf16_widen16(const uint16_t *x) {
   __m512i raw = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)x));
@@ -606,7 +604,10 @@ KINLINE size_t affine_bf16_loop(const uint16_t *x, uint16_t *y, size_t i,
     __m512 r1 = affine_bf16_lanes(k, x + i + 16, w ? w + i + 16 : NULL,
                                   b ? b + i + 16 : NULL, &e1);
     __m512i out; /* vcvtne2ps2bf16 keeps r0's lanes first: in order */
-    if (__builtin_expect(!bf16_if_safe(r1, r0, e1, e0, &out), 0)) {
+    /* p = inf (float overflow) times w = 0 is NaN, the double path's t
+     * not: NaN lanes take the double path (NaN elements too) */
+    __mmask16 nan = _mm512_cmp_ps_mask(r0, r1, _CMP_UNORD_Q);
+    if (__builtin_expect(nan || !bf16_if_safe(r1, r0, e1, e0, &out), 0)) {
       double wd[32], bd[32];
       for (int j = 0; j < 32; j++) {
         wd[j] = w ? w[i + j] : 0;
