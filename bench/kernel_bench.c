@@ -96,7 +96,16 @@ static int copy_range(void *arg, size_t begin, size_t end) {
   const float *restrict x = c->x;
   float *restrict y = c->y;
   const float a = c->a, b = c->b;
-  for (size_t i = begin; i < end; i++) y[i] = a * x[i] + b;
+  size_t i = begin;
+#ifdef __SSE2__
+  /* Vectorized by hand: -O2 leaves the plain loop scalar (one element per
+   * cycle, and twice that when the loop straddles a 64-byte fetch line),
+   * which measures the core, not the memory. */
+  const __m128 va = _mm_set1_ps(a), vb = _mm_set1_ps(b);
+  for (; i + 4 <= end; i += 4)
+    _mm_storeu_ps(y + i, _mm_add_ps(_mm_mul_ps(_mm_loadu_ps(x + i), va), vb));
+#endif
+  for (; i < end; i++) y[i] = a * x[i] + b;
   return 0;
 }
 

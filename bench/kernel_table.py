@@ -9,7 +9,8 @@ prints one table:
 | case | normd | memory ceiling | PyTorch | ratio | vs PyTorch | target |
 
 GB/s = (bytes of x read + bytes of y written) / best time; ratio = normd /
-ceiling, the plain scale-copy loop. normd writes outputs of 16 MiB or more
+ceiling, the plain scale-copy loop (SSE2, 4 floats per instruction: the
+memory's speed, not the core's; a scalar loop would be compute-bound). normd writes outputs of 16 MiB or more
 with streaming stores (no read for ownership), which the plain loop does
 not: for those rows the memory ceiling column also shows, in brackets, the
 scale-copy with streaming stores, and the ratio against it. Targets (issue 8): float32 tensors >= 16 MiB on 1 thread reach 80%
