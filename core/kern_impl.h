@@ -420,13 +420,14 @@ DEF_WRITE_FROM(f16, uint16_t)
 DEF_WRITE_FROM(bf16, uint16_t)
 
 #if KERN_BF16NE
-/* The bfloat16 path works on 32 elements at a time, as two float vectors:
- * the even elements (raw << 16) and the odd ones (raw & 0xFFFF0000) of one
- * 64-byte load. vcvtne2ps2bf16 rounds both at once; its result holds the
- * 16 even results, then the 16 odd ones, and bf16_interleave puts them
- * back in order. */
-KINLINE __m512i bf16_round2(__m512 odd, __m512 even) {
-  return (__m512i)_mm512_cvtne2ps_pbh(odd, even);
+/* The bfloat16 float-lane paths work on 32 elements at a time, as two
+ * float vectors that vcvtne2ps2bf16 rounds at once: the first vector's 16
+ * results, then the second's. axpb splits one 64-byte load into the even
+ * elements (raw << 16) and the odd ones (raw & 0xFFFF0000), and
+ * bf16_interleave puts the results back in order; the affine path loads
+ * two runs of 16 in order (bf16_widen16). */
+KINLINE __m512i bf16_round2(__m512 second, __m512 first) {
+  return (__m512i)_mm512_cvtne2ps_pbh(second, first);
 }
 
 KINLINE __m512i bf16_interleave(__m512i halves) {
@@ -436,8 +437,8 @@ KINLINE __m512i bf16_interleave(__m512i halves) {
   return _mm512_permutexvar_epi16(idx, halves);
 }
 
-/* The 32 bfloat16 of (r_odd, r_even) in order when that is provably what
- * the double path gives for them, from |r - t| < e (t: the double result):
+/* The 32 bfloat16 of r_first and r_second (bf16_round2's order) when that
+ * is provably what the double path gives for them, from |r - t| < e (t: the double result):
  * r - e and r + e round to one bfloat16, so all between them does, t too.
  * An end that vcvtne2ps2bf16 flushes (subnormal) or a sign change makes
  * them differ; a zero or subnormal r itself is not taken either (the
@@ -445,11 +446,13 @@ KINLINE __m512i bf16_interleave(__m512i halves) {
  * are NaN alike): callers whose r can be NaN where t is not (inf * 0 after
  * a float overflow) test for it themselves. Returns 0 when a lane is not
  * safe. */
-KINLINE int bf16_if_safe(__m512 r_odd, __m512 r_even, __m512 e_odd,
-                         __m512 e_even, __m512i *out) {
-  __m512i got = bf16_round2(r_odd, r_even);
-  __m512i lo = bf16_round2(_mm512_sub_ps(r_odd, e_odd), _mm512_sub_ps(r_even, e_even));
-  __m512i hi = bf16_round2(_mm512_add_ps(r_odd, e_odd), _mm512_add_ps(r_even, e_even));
+KINLINE int bf16_if_safe(__m512 r_second, __m512 r_first, __m512 e_second,
+                         __m512 e_first, __m512i *out) {
+  __m512i got = bf16_round2(r_second, r_first);
+  __m512i lo = bf16_round2(_mm512_sub_ps(r_second, e_second),
+                           _mm512_sub_ps(r_first, e_first));
+  __m512i hi = bf16_round2(_mm512_add_ps(r_second, e_second),
+                           _mm512_add_ps(r_first, e_first));
   __mmask32 normal = _mm512_test_epi16_mask(got, _mm512_set1_epi16(0x7F80));
   *out = got;
   return _mm512_mask_cmpeq_epi16_mask(normal, lo, hi) == 0xFFFFFFFFu;
@@ -551,6 +554,15 @@ static void KFN(axpb_bf16_bf16_f)(const void *xv, void *yv, size_t n,
   KFN(axpb_bf16_bf16)(x + i, y + i, n - i, shift, a, c, 0);
 }
 
+/* 16 bfloat16 as floats, in order. The affine path below loads its input
+ * this way, because its weights and biases come in order too (splitting
+ * them as well would take two permutes each); axpb's even/odd split is
+ * 3-7% faster than this (A/B, kernel_bench bf16 group/batch/instance). */
+KINLINE __m512 bf16_widen16(const uint16_t *x) {
+  __m512i raw = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)x));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(raw, 16));
+}
+
 /* bfloat16 -> bfloat16 y = (x - shift) * scale * w[i] + b[i] (w or b, not
  * both, may be NULL) in float lanes, bit-identical to affine_bf16_bf16
  * given the doubles of w and b (floats: the caller's exact copies). With
@@ -561,17 +573,7 @@ static void KFN(axpb_bf16_bf16_f)(const void *xv, void *yv, size_t n,
  * shift w| (t: the double result, whose own error is of order 2^-52). e is
  * twice that, and 2^-140 |w| more for a p in the subnormal floats; lanes
  * where r - e and r + e round apart (bf16_if_safe), or r is NaN, take the
- * double path.
- * bench/check_kern compares it with the double path. */
-/* 16 bfloat16 as floats, in order. The affine path below loads its input
- * this way, because its weights and biases come in order too (splitting
- * them as well would take two permutes each); axpb's even/odd split is
- * 3-7% faster than this (A/B, kernel_bench bf16 group/batch/instance). */
-KINLINE __m512 bf16_widen16(const uint16_t *x) {
-  __m512i raw = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)x));
-  return _mm512_castsi512_ps(_mm512_slli_epi32(raw, 16));
-}
-
+ * double path. bench/check_kern compares it with the double path. */
 typedef struct {
   __m512 sh, sl, sf, e_rel, e_tail; /* 2^-20, 2^-46 |scale shift| + 2^-140 */
 } affine_bf16_consts_t;
@@ -607,7 +609,7 @@ KINLINE size_t affine_bf16_loop(const uint16_t *x, uint16_t *y, size_t i,
     __m512 r0 = affine_bf16_lanes(k, x + i, w ? w + i : NULL, b ? b + i : NULL, &e0);
     __m512 r1 = affine_bf16_lanes(k, x + i + 16, w ? w + i + 16 : NULL,
                                   b ? b + i + 16 : NULL, &e1);
-    __m512i out; /* vcvtne2ps2bf16 keeps r0's lanes first: in order */
+    __m512i out;
     /* p = inf (float overflow) times w = 0 is NaN, the double path's t
      * not: NaN lanes take the double path (NaN elements too) */
     __mmask16 nan = _mm512_cmp_ps_mask(r0, r1, _CMP_UNORD_Q);
