@@ -72,10 +72,15 @@ run: deps
 # AVX-512 loops, and the streaming stores of the AVX-512 ones, are all
 # tested. `check_unit --simd` names the table NORM_SIMD gives; tables the CPU
 # lacks are named and skipped before the runs, so each run closes with
-# Check's summary line. Any failing run fails the target.
+# Check's summary line. Any failing run fails the target. bench/check_kern
+# runs first (a few seconds): the kernels' conversions and the float-lane
+# bfloat16 paths against the double ones, bit for bit.
 UNIT_ISAS := base avx2 avx512 avx512bf16
-unit-test: $(UNIT_BIN)
-	@run=; for isa in $(UNIT_ISAS); do \
+unit-test: $(UNIT_BIN) $(BUILD)/check_kern
+	@echo "unit-test: $(BUILD)/check_kern (every kernel table's conversions, and"\
+	  "the float-lane paths bit for bit against the double ones)"; \
+	./$(BUILD)/check_kern || exit 1; \
+	run=; for isa in $(UNIT_ISAS); do \
 	  got=$$(NORM_SIMD=$$isa $(UNIT_BIN) --simd) || exit 1; \
 	  if [ "$$got" = "$$isa" ]; then run="$$run $$isa"; \
 	  else echo "unit-test: $$isa skipped: not supported by this CPU" \

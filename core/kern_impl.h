@@ -597,6 +597,19 @@ KINLINE __m512 affine_bf16_lanes(const affine_bf16_consts_t *k,
   return r;
 }
 
+/* The double path (affine_bf16_bf16) for m <= 32 elements, given the
+ * float weights and biases. */
+static void KFN(affine_bf16_double)(const uint16_t *x, uint16_t *y, size_t m,
+                                    double shift, double scale, const float *w,
+                                    const float *b) {
+  double wd[32], bd[32];
+  for (size_t j = 0; j < m; j++) {
+    wd[j] = w ? w[j] : 0;
+    bd[j] = b ? b[j] : 0;
+  }
+  KFN(affine_bf16_bf16)(x, y, m, shift, scale, w ? wd : NULL, b ? bd : NULL, 0);
+}
+
 /* The vector loop of affine_bf16_bf16_f over [i, n) in steps of 32, for
  * one form (w, b or both) and one kind of store; returns where it
  * stopped. A step with an unsafe lane is done again by the double path. */
@@ -614,13 +627,8 @@ KINLINE size_t affine_bf16_loop(const uint16_t *x, uint16_t *y, size_t i,
      * not: NaN lanes take the double path (NaN elements too) */
     __mmask16 nan = _mm512_cmp_ps_mask(r0, r1, _CMP_UNORD_Q);
     if (__builtin_expect(nan || !bf16_if_safe(r1, r0, e1, e0, &out), 0)) {
-      double wd[32], bd[32];
-      for (int j = 0; j < 32; j++) {
-        wd[j] = w ? w[i + j] : 0;
-        bd[j] = b ? b[i + j] : 0;
-      }
-      KFN(affine_bf16_bf16)(x + i, y + i, 32, shift, scale, w ? wd : NULL,
-                            b ? bd : NULL, 0);
+      KFN(affine_bf16_double)(x + i, y + i, 32, shift, scale, w ? w + i : NULL,
+                              b ? b + i : NULL);
       continue;
     }
     if (stream) _mm512_stream_si512((void *)(y + i), out);
@@ -659,12 +667,9 @@ static void KFN(affine_bf16_bf16_f)(const uint16_t *x, uint16_t *y, size_t n,
                  : affine_bf16_loop(x, y, i, n, &k, shift, scale, NULL, b, 0);
     if (stream) _mm_sfence();
   }
-  for (; i < n; i++) { /* the tail, or everything: the double path's rule */
-    double t = e_bf16(x + i) - shift;
-    s_bf16(y + i, w && b ? sfma(t * scale, w[i], b[i])
-                  : w    ? t * scale * w[i]
-                         : sfma(t, scale, b[i]));
-  }
+  for (; i < n; i += 32) /* the tail, or everything */
+    KFN(affine_bf16_double)(x + i, y + i, n - i < 32 ? n - i : 32, shift, scale,
+                            w ? w + i : NULL, b ? b + i : NULL);
 }
 #endif
 
