@@ -61,55 +61,18 @@ static bcase_t bcase(norm_dtype_t dt, int rank, const int64_t *shape) {
   return c;
 }
 
-typedef struct {
-  norm_tensor_t x, y, w, b, rm, rv;
-  double *mean, *var, *rstd;
-  size_t N, C, S, numel;
-} bfix_t;
-
-static void bfix_init(bfix_t *f, const bcase_t *c) {
-  memset(f, 0, sizeof *f);
-  f->x = tu_mk(c->xt, c->rank, c->shape);
-  f->y = tu_mk(c->yt, c->rank, c->shape);
+/* c's buffers: running stats in [-1, 1) and [0.5, 3) (seed + 3, + 4)
+ * when c keeps them or reads them (eval). */
+static void bfix_init(tu_ncfix_t *f, const bcase_t *c) {
+  tu_ncfix_init(f, c->xt, c->yt, c->rank, c->shape, (size_t)c->shape[1], 1);
   tu_fill_uniform(&f->x, c->seed, c->lo, c->hi);
-  f->N = (size_t)c->shape[0];
-  f->C = (size_t)c->shape[1];
-  f->S = 1;
-  for (int i = 2; i < c->rank; i++)
-    f->S *= (size_t)c->shape[i];
-  f->numel = f->N * f->C * f->S;
-  int64_t cs[1] = {c->shape[1]};
-  if (c->affine) {
-    f->w = tu_mk(c->wt, 1, cs);
-    f->b = tu_mk(c->wt, 1, cs);
-    tu_fill_uniform(&f->w, c->seed + 1, 0.5, 2);
-    tu_fill_uniform(&f->b, c->seed + 2, -1, 1);
-  }
+  if (c->affine) tu_ncfix_affine(f, c->wt, c->seed, 0.5, 2);
   if (c->running || c->mode == NORM_EVAL) {
-    f->rm = tu_mk(c->rt, 1, cs);
-    f->rv = tu_mk(c->rt, 1, cs);
+    f->rm = tu_mk(c->rt, 1, SHAPE(c->shape[1]));
+    f->rv = tu_mk(c->rt, 1, SHAPE(c->shape[1]));
     tu_fill_uniform(&f->rm, c->seed + 3, -1, 1);
     tu_fill_uniform(&f->rv, c->seed + 4, 0.5, 3);
   }
-  f->mean = tu_doubles(f->C);
-  f->var = tu_doubles(f->C);
-  f->rstd = tu_doubles(f->C);
-}
-
-static void bfix_free(bfix_t *f) {
-  tu_tensor_free(&f->x);
-  tu_tensor_free(&f->y);
-  if (f->w.data)
-    tu_tensor_free(&f->w);
-  if (f->b.data)
-    tu_tensor_free(&f->b);
-  if (f->rm.data)
-    tu_tensor_free(&f->rm);
-  if (f->rv.data)
-    tu_tensor_free(&f->rv);
-  tu_doubles_free(f->mean, f->C);
-  tu_doubles_free(f->var, f->C);
-  tu_doubles_free(f->rstd, f->C);
 }
 
 static norm_batch_params_t bparams(const bcase_t *c) {
@@ -119,34 +82,31 @@ static norm_batch_params_t bparams(const bcase_t *c) {
 
 /* Runs norm_batch on case c and checks y, stats and running stats. */
 static void run_bcase(const bcase_t *c) {
-  bfix_t f;
+  tu_ncfix_t f;
   bfix_init(&f, c);
   norm_batch_params_t p = bparams(c);
   norm_stats_t st = {f.mean, f.var, f.rstd, NULL};
-  double *x = tu_to_doubles(&f.x);
-  double *w = c->affine ? tu_to_doubles(&f.w) : NULL;
-  double *b = c->affine ? tu_to_doubles(&f.b) : NULL;
+  /* the running stats as they were before the call updates them */
   double *rm = f.rm.data ? tu_to_doubles(&f.rm) : NULL;
   double *rv = f.rv.data ? tu_to_doubles(&f.rv) : NULL;
-  double *y = malloc(f.numel * sizeof *y);
-  double mean[64], var[64], rstd[64];
-  ck_assert(f.C <= 64);
+  size_t C = f.l.C;
+  double *mean = malloc(C * sizeof *mean), *var = malloc(C * sizeof *var);
+  ck_assert(mean && var);
 
   EXPECT_RC(norm_batch(&f.x, c->affine ? &f.w : NULL, c->affine ? &f.b : NULL,
                        f.rm.data ? &f.rm : NULL, f.rv.data ? &f.rv : NULL, &p,
                        &f.y, &st),
             NORM_OK);
-  ref_batch(x, f.N, f.C, f.S, w, b, c->eps, c->mode == NORM_EVAL, rm, rv, y,
-            mean, var, rstd);
   double tol = c->tol > 0 ? c->tol : 1e-6;
   double tol64 = c->tol64 > 0 ? c->tol64 : 1e-12;
-  tu_check_output("y", &f.y, y, tol, tol64);
-  tu_check_stats(&st, mean, var, rstd, f.C, 1e-10);
+  int eval = c->mode == NORM_EVAL;
+  tu_ncfix_check(&f, c->eps, eval ? rm : NULL, eval ? rv : NULL, tol, tol64,
+                 mean, var);
 
   if (rm) {
     if (c->mode == NORM_TRAIN) {
       double fac = c->cumulative ? 1.0 / (double)c->nbt : c->momentum;
-      ref_running(f.C, f.N * f.S, fac, mean, var, rm, rv);
+      ref_running(C, f.l.N * f.l.S, fac, mean, var, rm, rv);
     }
     /* eval: unchanged, compared against the values read before the call */
     tu_check_output("running_mean", &f.rm, rm, 1e-6, 1e-12);
@@ -154,11 +114,9 @@ static void run_bcase(const bcase_t *c) {
     free(rm);
     free(rv);
   }
-  free(x);
-  free(w);
-  free(b);
-  free(y);
-  bfix_free(&f);
+  free(mean);
+  free(var);
+  tu_ncfix_free(&f);
 }
 
 /* ---- Core ---------------------------------------------------------------- */
@@ -461,42 +419,30 @@ START_TEST(test_constant_with_bias_and_zero_eps) {
 }
 END_TEST
 
-/* NaN or Inf in one channel poisons that channel only. */
+/* NaN or Inf in one channel poisons that channel only (and its running
+ * stats). */
 static void poison_case(double bad) {
-  const size_t N = 3, C = 4, S = 5, n = N * C * S;
+  const size_t C = 4, S = 5, at = (1 * C + 2) * S + 3; /* channel 2 */
   norm_tensor_t x = tu_mk(NORM_F32, 3, SHAPE(3, 4, 5));
   norm_tensor_t y = tu_mk(NORM_F32, 3, SHAPE(3, 4, 5));
   norm_tensor_t rm = tu_mk(NORM_F32, 1, SHAPE(4)),
                 rv = tu_mk(NORM_F32, 1, SHAPE(4));
   tu_fill_uniform(&x, 11, -1, 1);
   tu_fill_uniform(&rv, 12, 1, 2);
-  norm_tensor_set(&x, (1 * C + 2) * S + 3, bad); /* channel 2 */
-  double *xd = tu_to_doubles(&x), ref[60], m[4], v[4], r[4], gm[4], gv[4],
-         gr[4];
+  norm_tensor_set(&x, at, bad);
+  double gm[4], gv[4], gr[4];
   norm_stats_t st = {gm, gv, gr, NULL};
   norm_batch_params_t p = {NORM_TRAIN, 1e-5, 0.1, 0, 0};
   EXPECT_RC(norm_batch(&x, NULL, NULL, &rm, &rv, &p, &y, &st), NORM_OK);
-  ref_batch(xd, N, C, S, NULL, NULL, 1e-5, 0, NULL, NULL, ref, m, v, r);
-  for (size_t i = 0; i < n; i++) {
-    double g = norm_tensor_get(&y, i);
-    if ((i / S) % C == 2)
-      ck_assert_msg(!isfinite(g), "y[%zu] = %g in the poisoned channel", i, g);
-    else
-      ck_assert_msg(tu_close(g, ref[i], 1e-6), "y[%zu] = %g want %g", i, g,
-                    ref[i]);
-  }
+  tu_nc_t l = {3, C, S, C, 1};
+  tu_check_poisoned(&l, &x, at, 1e-5, &y, &st);
   for (size_t c = 0; c < C; c++) {
-    if (c == 2) {
-      ck_assert(!isfinite(gm[c]) && !isfinite(gr[c]));
+    if (c == 2)
       ck_assert(!isfinite(norm_tensor_get(&rm, c)));
-    } else {
-      ck_assert(tu_rel_close(gm[c], m[c], 1e-10) &&
-                tu_rel_close(gv[c], v[c], 1e-10));
+    else
       ck_assert(isfinite(norm_tensor_get(&rm, c)) &&
                 isfinite(norm_tensor_get(&rv, c)));
-    }
   }
-  free(xd);
   tu_tensor_free(&x);
   tu_tensor_free(&y);
   tu_tensor_free(&rm);
@@ -578,11 +524,26 @@ END_TEST
 
 /* ---- Rows ---------------------------------------------------------------- */
 
+/* One range of rows_case: norm_batch_rows into part's y and running stats. */
+typedef struct {
+  tu_ncfix_t *part;
+  const bcase_t *c;
+} brows_t;
+
+static int batch_rows(void *ctx, norm_stats_t *st, size_t lo, size_t hi) {
+  brows_t *r = ctx;
+  tu_ncfix_t *f = r->part;
+  norm_batch_params_t p = bparams(r->c);
+  return norm_batch_rows(&f->x, r->c->affine ? &f->w : NULL,
+                         r->c->affine ? &f->b : NULL,
+                         f->rm.data ? &f->rm : NULL, f->rv.data ? &f->rv : NULL,
+                         &p, &f->y, st, lo, hi);
+}
+
 /* Splitting the channels into ranges gives bit-identical y, stats and
- * running stats; stats arrays sized `end` are enough; other channels of y
- * are left alone. */
+ * running stats (tu_check_split). */
 static void rows_case(const bcase_t *c) {
-  bfix_t whole, part;
+  tu_ncfix_t whole, part;
   bfix_init(&whole, c);
   bfix_init(&part, c);
   norm_batch_params_t p = bparams(c);
@@ -592,54 +553,17 @@ static void rows_case(const bcase_t *c) {
   norm_tensor_t *rv = whole.rv.data ? &whole.rv : NULL;
   norm_stats_t st = {whole.mean, whole.var, whole.rstd, NULL};
   EXPECT_RC(norm_batch(&whole.x, w, b, rm, rv, &p, &whole.y, &st), NORM_OK);
-  ck_assert_int_eq(norm_batch_groups(&whole.x), (int64_t)whole.C);
+  ck_assert_int_eq(norm_batch_groups(&whole.x), (int64_t)whole.l.C);
 
-  size_t C = whole.C, cuts[3] = {0, C / 3, C - 1};
-  size_t ybytes = tu_nbytes(&part.y);
-  memset(part.y.data, 0x5A, ybytes);
-  for (int k = 2; k >= 0; k--) { /* last range first: earlier ones stay 0x5A */
-    size_t lo = cuts[k], hi = k < 2 ? cuts[k + 1] : C;
-    double *m = tu_doubles(hi), *v = tu_doubles(hi), *r = tu_doubles(hi);
-    for (size_t g = 0; g < hi; g++)
-      m[g] = v[g] = r[g] = -12345.0;
-    norm_stats_t sp = {m, v, r, NULL};
-    unsigned char *before = malloc(ybytes);
-    memcpy(before, part.y.data, ybytes);
-    EXPECT_RC(norm_batch_rows(&part.x, w, b, part.rm.data ? &part.rm : NULL,
-                              part.rv.data ? &part.rv : NULL, &p, &part.y, &sp,
-                              lo, hi),
-              NORM_OK);
-    size_t es = norm_dtype_size(part.y.dtype);
-    for (size_t i = 0; i < whole.numel; i++) {
-      size_t ch = (i / whole.S) % C;
-      const unsigned char *now = (const unsigned char *)part.y.data + i * es;
-      if (ch < lo || ch >= hi)
-        ck_assert_msg(memcmp(now, before + i * es, es) == 0,
-                      "range [%zu,%zu) wrote y[%zu] of channel %zu", lo, hi, i,
-                      ch);
-    }
-    for (size_t g = lo; g < hi; g++) {
-      ck_assert_msg(memcmp(&m[g], &whole.mean[g], sizeof(double)) == 0 &&
-                        memcmp(&v[g], &whole.var[g], sizeof(double)) == 0 &&
-                        memcmp(&r[g], &whole.rstd[g], sizeof(double)) == 0,
-                    "stats of channel %zu differ from the whole call", g);
-    }
-    for (size_t g = 0; g < lo; g++)
-      ck_assert_msg(m[g] == -12345.0 && v[g] == -12345.0 && r[g] == -12345.0,
-                    "range [%zu,%zu) wrote stats[%zu]", lo, hi, g);
-    free(before);
-    tu_doubles_free(m, hi);
-    tu_doubles_free(v, hi);
-    tu_doubles_free(r, hi);
-  }
-  ck_assert_msg(memcmp(part.y.data, whole.y.data, ybytes) == 0,
-                "split y differs from the whole call");
+  size_t C = whole.l.C, cuts[3] = {0, C / 3, C - 1};
+  brows_t r = {&part, c};
+  tu_check_split(&whole.l, batch_rows, &r, &part.y, &whole.y, &st, cuts, 3);
   if (rm) {
     ck_assert(memcmp(part.rm.data, whole.rm.data, tu_nbytes(rm)) == 0);
     ck_assert(memcmp(part.rv.data, whole.rv.data, tu_nbytes(rv)) == 0);
   }
-  bfix_free(&whole);
-  bfix_free(&part);
+  tu_ncfix_free(&whole);
+  tu_ncfix_free(&part);
 }
 
 START_TEST(test_rows_split) {

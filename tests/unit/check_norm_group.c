@@ -48,78 +48,27 @@ static gcase_t gcase(norm_dtype_t dt, int rank, const int64_t *shape,
   return c;
 }
 
-typedef struct {
-  norm_tensor_t x, y, w, b;
-  double *mean, *var, *rstd;
-  size_t N, C, S, G, numel, ngroups;
-} gfix_t;
-
-static void gfix_init(gfix_t *f, const gcase_t *c) {
-  memset(f, 0, sizeof *f);
-  f->x = tu_mk(c->xt, c->rank, c->shape);
-  f->y = tu_mk(c->yt, c->rank, c->shape);
+static void gfix_init(tu_ncfix_t *f, const gcase_t *c) {
+  tu_ncfix_init(f, c->xt, c->yt, c->rank, c->shape, (size_t)c->groups, 0);
   tu_fill_uniform(&f->x, c->seed, c->lo, c->hi);
-  f->N = (size_t)c->shape[0];
-  f->C = (size_t)c->shape[1];
-  f->S = 1;
-  for (int i = 2; i < c->rank; i++)
-    f->S *= (size_t)c->shape[i];
-  f->G = (size_t)c->groups;
-  f->numel = f->N * f->C * f->S;
-  f->ngroups = f->N * f->G;
-  if (c->affine) {
-    f->w = tu_mk(c->wt, 1, SHAPE(c->shape[1]));
-    f->b = tu_mk(c->wt, 1, SHAPE(c->shape[1]));
-    tu_fill_uniform(&f->w, c->seed + 1, -2, 2);
-    tu_fill_uniform(&f->b, c->seed + 2, -1, 1);
-  }
-  f->mean = tu_doubles(f->ngroups);
-  f->var = tu_doubles(f->ngroups);
-  f->rstd = tu_doubles(f->ngroups);
-}
-
-static void gfix_free(gfix_t *f) {
-  tu_tensor_free(&f->x);
-  tu_tensor_free(&f->y);
-  if (f->w.data)
-    tu_tensor_free(&f->w);
-  if (f->b.data)
-    tu_tensor_free(&f->b);
-  tu_doubles_free(f->mean, f->ngroups);
-  tu_doubles_free(f->var, f->ngroups);
-  tu_doubles_free(f->rstd, f->ngroups);
+  if (c->affine) tu_ncfix_affine(f, c->wt, c->seed, -2, 2);
 }
 
 /* Runs norm_group on c (x prepared by `prep` when given) and compares y and
  * stats to the reference. */
 static void run_gcase(const gcase_t *c, void (*prep)(norm_tensor_t *)) {
-  gfix_t f;
+  tu_ncfix_t f;
   gfix_init(&f, c);
   if (prep)
     prep(&f.x);
   norm_group_params_t p = {c->groups, c->eps};
   norm_stats_t st = {f.mean, f.var, f.rstd, NULL};
-  double *x = tu_to_doubles(&f.x);
-  double *w = c->affine ? tu_to_doubles(&f.w) : NULL;
-  double *b = c->affine ? tu_to_doubles(&f.b) : NULL;
-  double *y = malloc(f.numel * sizeof *y);
-  double *m = malloc(f.ngroups * sizeof *m), *v = malloc(f.ngroups * sizeof *v),
-         *r = malloc(f.ngroups * sizeof *r);
   EXPECT_RC(norm_group(&f.x, c->affine ? &f.w : NULL, c->affine ? &f.b : NULL,
                        &p, &f.y, &st),
             NORM_OK);
   ck_assert_int_eq(norm_group_groups(&f.x, &p), (int64_t)f.ngroups);
-  ref_group(x, f.N, f.C, f.S, f.G, w, b, c->eps, y, m, v, r);
-  tu_check_output("y", &f.y, y, 1e-6, c->tol64);
-  tu_check_stats(&st, m, v, r, f.ngroups, 1e-10);
-  free(x);
-  free(w);
-  free(b);
-  free(y);
-  free(m);
-  free(v);
-  free(r);
-  gfix_free(&f);
+  tu_ncfix_check(&f, c->eps, NULL, NULL, 1e-6, c->tol64, NULL, NULL);
+  tu_ncfix_free(&f);
 }
 
 /* ---- Core ---------------------------------------------------------------- */
@@ -301,35 +250,18 @@ END_TEST
 
 /* A non-finite value poisons its (n, g) group only. */
 static void poison_case(double bad) {
-  const size_t N = 2, C = 6, S = 3, G = 3, cg = 2;
+  const size_t C = 6, S = 3, G = 3;
+  const size_t at = (1 * C + 3) * S + 1; /* n = 1, c = 3: g = 1 */
   norm_tensor_t x = tu_mk(NORM_F32, 3, SHAPE(2, 6, 3));
   norm_tensor_t y = tu_mk(NORM_F32, 3, SHAPE(2, 6, 3));
   tu_fill_uniform(&x, 31, -1, 1);
-  norm_tensor_set(&x, (1 * C + 3) * S + 1, bad); /* n = 1, c = 3: g = 1 */
-  double *xd = tu_to_doubles(&x), ref[36], m[6], v[6], r[6], gm[6], gv[6],
-         gr[6];
+  norm_tensor_set(&x, at, bad);
+  double gm[6], gv[6], gr[6];
   norm_stats_t st = {gm, gv, gr, NULL};
   norm_group_params_t p = {(int64_t)G, 1e-5};
   EXPECT_RC(norm_group(&x, NULL, NULL, &p, &y, &st), NORM_OK);
-  ref_group(xd, N, C, S, G, NULL, NULL, 1e-5, ref, m, v, r);
-  for (size_t i = 0; i < N * C * S; i++) {
-    size_t n = i / (C * S), g = (i / S) % C / cg;
-    double got = norm_tensor_get(&y, i);
-    if (n == 1 && g == 1)
-      ck_assert_msg(!isfinite(got), "y[%zu] = %g in the poisoned group", i,
-                    got);
-    else
-      ck_assert_msg(tu_close(got, ref[i], 1e-6), "y[%zu] = %g want %g", i, got,
-                    ref[i]);
-  }
-  for (size_t k = 0; k < N * G; k++) {
-    if (k == 1 * G + 1)
-      ck_assert(!isfinite(gm[k]) && !isfinite(gr[k]));
-    else
-      ck_assert(tu_rel_close(gm[k], m[k], 1e-10) &&
-                tu_rel_close(gv[k], v[k], 1e-10));
-  }
-  free(xd);
+  tu_nc_t l = {2, C, S, G, 0};
+  tu_check_poisoned(&l, &x, at, 1e-5, &y, &st);
   tu_tensor_free(&x);
   tu_tensor_free(&y);
 }
@@ -377,10 +309,23 @@ END_TEST
 
 /* ---- Rows ---------------------------------------------------------------- */
 
-/* Splits of [0, N * G) give bit-identical y and stats; stats arrays of
- * `end` entries suffice; y outside the range is untouched. */
+/* One range of rows_case: norm_group_rows into part's y. */
+typedef struct {
+  tu_ncfix_t *part;
+  const gcase_t *c;
+} grows_t;
+
+static int group_rows(void *ctx, norm_stats_t *st, size_t lo, size_t hi) {
+  grows_t *r = ctx;
+  tu_ncfix_t *f = r->part;
+  norm_group_params_t p = {r->c->groups, r->c->eps};
+  return norm_group_rows(&f->x, r->c->affine ? &f->w : NULL,
+                         r->c->affine ? &f->b : NULL, &p, &f->y, st, lo, hi);
+}
+
+/* Splits of [0, N * G) give bit-identical y and stats (tu_check_split). */
 static void rows_case(const gcase_t *c) {
-  gfix_t whole, part;
+  tu_ncfix_t whole, part;
   gfix_init(&whole, c);
   gfix_init(&part, c);
   norm_group_params_t p = {c->groups, c->eps};
@@ -390,43 +335,10 @@ static void rows_case(const gcase_t *c) {
   EXPECT_RC(norm_group(&whole.x, w, b, &p, &whole.y, &st), NORM_OK);
 
   size_t ng = whole.ngroups, cuts[4] = {0, 1, ng / 2, ng - 1};
-  size_t ybytes = tu_nbytes(&part.y), es = norm_dtype_size(part.y.dtype);
-  size_t per = whole.C / whole.G * whole.S; /* elements per group */
-  memset(part.y.data, 0x5A, ybytes);
-  for (int k = 3; k >= 0; k--) { /* last range first: earlier ones stay 0x5A */
-    size_t lo = cuts[k], hi = k < 3 ? cuts[k + 1] : ng;
-    double *m = tu_doubles(hi), *v = tu_doubles(hi), *r = tu_doubles(hi);
-    for (size_t g = 0; g < hi; g++)
-      m[g] = v[g] = r[g] = -12345.0;
-    norm_stats_t sp = {m, v, r, NULL};
-    unsigned char *before = malloc(ybytes);
-    memcpy(before, part.y.data, ybytes);
-    EXPECT_RC(norm_group_rows(&part.x, w, b, &p, &part.y, &sp, lo, hi),
-              NORM_OK);
-    for (size_t i = 0; i < whole.numel; i++) {
-      size_t g = i / per; /* groups are contiguous: n * G + g */
-      if (g < lo || g >= hi)
-        ck_assert_msg(memcmp((unsigned char *)part.y.data + i * es,
-                             before + i * es, es) == 0,
-                      "range [%zu,%zu) wrote y[%zu]", lo, hi, i);
-    }
-    for (size_t g = lo; g < hi; g++)
-      ck_assert_msg(memcmp(&m[g], &whole.mean[g], sizeof(double)) == 0 &&
-                        memcmp(&v[g], &whole.var[g], sizeof(double)) == 0 &&
-                        memcmp(&r[g], &whole.rstd[g], sizeof(double)) == 0,
-                    "stats of group %zu differ from the whole call", g);
-    for (size_t g = 0; g < lo; g++)
-      ck_assert_msg(m[g] == -12345.0 && v[g] == -12345.0 && r[g] == -12345.0,
-                    "range [%zu,%zu) wrote stats[%zu]", lo, hi, g);
-    free(before);
-    tu_doubles_free(m, hi);
-    tu_doubles_free(v, hi);
-    tu_doubles_free(r, hi);
-  }
-  ck_assert_msg(memcmp(part.y.data, whole.y.data, ybytes) == 0,
-                "split y differs from the whole call");
-  gfix_free(&whole);
-  gfix_free(&part);
+  grows_t r = {&part, c};
+  tu_check_split(&whole.l, group_rows, &r, &part.y, &whole.y, &st, cuts, 4);
+  tu_ncfix_free(&whole);
+  tu_ncfix_free(&part);
 }
 
 START_TEST(test_rows_split) {

@@ -8,42 +8,17 @@
 
 #include "testutil.h"
 
-#define NO_DTYPE ((norm_dtype_t)-1)
 #define F32_TOL 1e-6
 #define F64_TOL 1e-12
 #define STATS_TOL 1e-12
 
 /* ---- helpers ------------------------------------------------------------ */
 
-static norm_tensor_t mk(norm_dtype_t dtype, int rank, const int64_t *shape) {
-  norm_tensor_t t;
-  memset(&t, 0, sizeof t);
-  t.dtype = dtype;
-  t.rank = rank;
-  size_t n = 1;
-  for (int i = 0; i < rank; i++) {
-    t.shape[i] = shape[i];
-    n *= (size_t)shape[i];
-  }
-  t.data = tu_alloc_guarded(n * norm_dtype_size(dtype));
-  return t;
-}
-
-static size_t nbytes(const norm_tensor_t *t) {
-  return tu_numel(t) * norm_dtype_size(t->dtype);
-}
-
-static size_t row_len(const norm_tensor_t *x, int ndim) {
-  size_t n = 1;
-  for (int i = x->rank - ndim; i < x->rank; i++) n *= (size_t)x->shape[i];
-  return n;
-}
-
 /* Naive reference: two passes in double over the double values of x. */
 static void ref_layer(const norm_tensor_t *x, const norm_tensor_t *w,
                       const norm_tensor_t *b, const norm_layer_params_t *p,
                       double *y, double *mean, double *var, double *rstd) {
-  size_t n = row_len(x, p->normalized_ndim), rows = tu_numel(x) / n;
+  size_t n = tu_row_len(x, p->normalized_ndim), rows = tu_numel(x) / n;
   for (size_t r = 0; r < rows; r++) {
     const size_t o = r * n;
     double s = 0, m2 = 0;
@@ -69,69 +44,13 @@ static void ref_layer(const norm_tensor_t *x, const norm_tensor_t *w,
   }
 }
 
-/* v rounded to nearest-even in float16 / bfloat16 (finite range only). */
-static double round_half(double v, norm_dtype_t dtype) {
-  if (!isfinite(v) || v == 0) return v;
-  int mant = dtype == NORM_F16 ? 10 : 7, emin = dtype == NORM_F16 ? -14 : -126;
-  int e;
-  frexp(v, &e);
-  e = e - 1 < emin ? emin : e - 1;
-  double q = ldexp(1.0, e - mant);
-  return nearbyint(v / q) * q;
-}
-
-static long ordered16(uint16_t h) {
-  return (h & 0x8000u) ? -(long)(h & 0x7FFFu) : (long)h;
-}
-
-/* got within 1 ulp of want rounded to the half format. */
-static int half_close(const norm_tensor_t *y, size_t i, double want) {
-  double got = norm_tensor_get(y, i);
-  if (isnan(got) || isnan(want)) return isnan(got) && isnan(want);
-  double r = round_half(want, y->dtype);
-  uint16_t rb = y->dtype == NORM_F16 ? norm_f16_from_float((float)r)
-                                     : norm_bf16_from_float((float)r);
-  long d = ordered16(((const uint16_t *)y->data)[i]) - ordered16(rb);
-  return d >= -1 && d <= 1;
-}
-
 static double default_tol(norm_dtype_t dtype) {
   return dtype == NORM_F64 ? F64_TOL : F32_TOL;
 }
 
-static void expect_tensor(const norm_tensor_t *y, const double *want,
-                          double tol) {
-  size_t n = tu_numel(y);
-  int half = y->dtype == NORM_F16 || y->dtype == NORM_BF16;
-  for (size_t i = 0; i < n; i++) {
-    double got = norm_tensor_get(y, i);
-    int ok = half ? half_close(y, i, want[i]) : tu_close(got, want[i], tol);
-    if (!ok) /* ck_assert per element would cost a syscall each */
-      ck_abort_msg("y[%zu] = %.17g, want %.17g (%s)", i, got, want[i],
-                   norm_dtype_name(y->dtype));
-  }
-}
-
-/* Relative closeness, for statistics that may be far from 1. */
-static int rel_close(double got, double want, double tol) {
-  if (isnan(got) || isnan(want)) return isnan(got) && isnan(want);
-  if (got == want) return 1;
-  return fabs(got - want) <= tol * fabs(want);
-}
-
-static void expect_doubles(const char *what, const double *got,
-                           const double *want, size_t n, double tol, int rel) {
-  for (size_t i = 0; i < n; i++) {
-    int ok = rel ? rel_close(got[i], want[i], tol)
-                 : tu_close(got[i], want[i], tol);
-    if (!ok)
-      ck_abort_msg("%s[%zu] = %.17g, want %.17g", what, i, got[i], want[i]);
-  }
-}
-
 /* One configuration: build, run, compare against the reference, free. */
 typedef struct {
-  norm_dtype_t x, w, b, y; /* w, b: NO_DTYPE for none */
+  norm_dtype_t x, w, b, y; /* w, b: TU_NO_DTYPE for none */
   int rank;
   int64_t shape[NORM_MAX_RANK];
   norm_layer_params_t p;
@@ -141,37 +60,37 @@ typedef struct {
 } lcase_t;
 
 static void run_case(const lcase_t *c) {
-  norm_tensor_t x = mk(c->x, c->rank, c->shape);
-  norm_tensor_t y = mk(c->y, c->rank, c->shape);
+  norm_tensor_t x = tu_mk(c->x, c->rank, c->shape);
+  norm_tensor_t y = tu_mk(c->y, c->rank, c->shape);
   const int64_t *tail = c->shape + c->rank - c->p.normalized_ndim;
   norm_tensor_t w = {0}, b = {0};
-  if (c->w != NO_DTYPE) {
-    w = mk(c->w, c->p.normalized_ndim, tail);
+  if (c->w != TU_NO_DTYPE) {
+    w = tu_mk(c->w, c->p.normalized_ndim, tail);
     tu_fill_uniform(&w, c->seed + 1, 0.5, 2.0);
   }
-  if (c->b != NO_DTYPE) {
-    b = mk(c->b, c->p.normalized_ndim, tail);
+  if (c->b != TU_NO_DTYPE) {
+    b = tu_mk(c->b, c->p.normalized_ndim, tail);
     tu_fill_uniform(&b, c->seed + 2, -1.0, 1.0);
   }
   tu_fill_uniform(&x, c->seed, c->lo, c->hi);
-  size_t n = tu_numel(&x), rows = n / row_len(&x, c->p.normalized_ndim);
+  size_t n = tu_numel(&x), rows = n / tu_row_len(&x, c->p.normalized_ndim);
   double *mean = tu_doubles(rows), *var = tu_doubles(rows),
          *rstd = tu_doubles(rows);
   double *ry = malloc(n * sizeof *ry), *rm = malloc(rows * sizeof *rm),
          *rv = malloc(rows * sizeof *rv), *rr = malloc(rows * sizeof *rr);
   ck_assert(ry && rm && rv && rr);
-  const norm_tensor_t *wp = c->w != NO_DTYPE ? &w : NULL;
-  const norm_tensor_t *bp = c->b != NO_DTYPE ? &b : NULL;
+  const norm_tensor_t *wp = c->w != TU_NO_DTYPE ? &w : NULL;
+  const norm_tensor_t *bp = c->b != TU_NO_DTYPE ? &b : NULL;
   ck_assert_int_eq(norm_layer_groups(&x, &c->p), (int64_t)rows);
 
   norm_stats_t st = {.mean = mean, .var = var, .rstd = rstd};
   ck_assert_int_eq(norm_layer(&x, wp, bp, &c->p, &y, &st), NORM_OK);
   ref_layer(&x, wp, bp, &c->p, ry, rm, rv, rr);
-  expect_tensor(&y, ry, c->tol > 0 ? c->tol : default_tol(c->y));
+  tu_expect_tensor(&y, ry, c->tol > 0 ? c->tol : default_tol(c->y));
   double stol = c->stats_tol > 0 ? c->stats_tol : STATS_TOL;
-  expect_doubles("mean", mean, rm, rows, stol, 0);
-  expect_doubles("var", var, rv, rows, stol, 1);
-  expect_doubles("rstd", rstd, rr, rows, stol, 1);
+  tu_expect_doubles("mean", mean, rm, rows, stol, 0);
+  tu_expect_doubles("var", var, rv, rows, stol, 1);
+  tu_expect_doubles("rstd", rstd, rr, rows, stol, 1);
 
   free(ry), free(rm), free(rv), free(rr);
   tu_doubles_free(mean, rows), tu_doubles_free(var, rows);
@@ -195,11 +114,11 @@ static const norm_dtype_t all_dtypes[] = {NORM_F32, NORM_F64, NORM_F16,
 START_TEST(test_each_dtype) {
   lcase_t c = base_case(all_dtypes[_i]);
   run_case(&c);
-  c.w = c.b = NO_DTYPE;
+  c.w = c.b = TU_NO_DTYPE;
   run_case(&c);
   c.w = all_dtypes[_i];
   run_case(&c);
-  c.w = NO_DTYPE, c.b = all_dtypes[_i];
+  c.w = TU_NO_DTYPE, c.b = all_dtypes[_i];
   run_case(&c);
 }
 END_TEST
@@ -260,7 +179,7 @@ START_TEST(test_ndim_from_axis) {
 
   lcase_t c = base_case(NORM_F32);
   c.rank = 3, c.shape[0] = 2, c.shape[1] = 3, c.shape[2] = 4;
-  norm_tensor_t probe = mk(NORM_F32, 3, c.shape);
+  norm_tensor_t probe = tu_mk(NORM_F32, 3, c.shape);
   ck_assert_int_eq(norm_ndim_from_axis(&probe, -2, &c.p.normalized_ndim),
                    NORM_OK);
   tu_tensor_free(&probe);
@@ -319,13 +238,13 @@ START_TEST(test_null_stats) {
   norm_stats_t all = {.mean = mean, .var = var, .rstd = rstd};
   ck_assert_int_eq(norm_layer(&x, &w, NULL, &p, &y0, &all), NORM_OK);
   ck_assert_int_eq(norm_layer(&x, &w, NULL, &p, &y1, NULL), NORM_OK);
-  ck_assert_mem_eq(y0.data, y1.data, nbytes(&y0));
+  ck_assert_mem_eq(y0.data, y1.data, tu_nbytes(&y0));
 
   double *rstd2 = tu_doubles(5), *rms = tu_doubles(5);
   for (int i = 0; i < 5; i++) rms[i] = -7.0;
   norm_stats_t some = {.rstd = rstd2, .rms = rms};
   ck_assert_int_eq(norm_layer(&x, &w, NULL, &p, &y2, &some), NORM_OK);
-  ck_assert_mem_eq(y0.data, y2.data, nbytes(&y0));
+  ck_assert_mem_eq(y0.data, y2.data, tu_nbytes(&y0));
   ck_assert_mem_eq(rstd, rstd2, 5 * sizeof(double));
   for (int i = 0; i < 5; i++) ck_assert(rms[i] == -7.0); /* layer: not ours */
 
@@ -341,8 +260,8 @@ START_TEST(test_in_place) {
   norm_dtype_t dt = all_dtypes[_i];
   /* rows longer than any internal block size */
   const int64_t shape[] = {3, 1000};
-  norm_tensor_t x = mk(dt, 2, shape), w = mk(dt, 1, shape + 1),
-                b = mk(dt, 1, shape + 1), y = mk(dt, 2, shape);
+  norm_tensor_t x = tu_mk(dt, 2, shape), w = tu_mk(dt, 1, shape + 1),
+                b = tu_mk(dt, 1, shape + 1), y = tu_mk(dt, 2, shape);
   tu_fill_uniform(&x, 11, -3, 5);
   tu_fill_uniform(&w, 12, 0.5, 2);
   tu_fill_uniform(&b, 13, -1, 1);
@@ -352,7 +271,7 @@ START_TEST(test_in_place) {
   ck_assert_int_eq(norm_layer(&x, &w, &b, &p, &y, &s0), NORM_OK);
   norm_tensor_t alias = x;
   ck_assert_int_eq(norm_layer(&x, &w, &b, &p, &alias, &s1), NORM_OK);
-  ck_assert_mem_eq(x.data, y.data, nbytes(&x));
+  ck_assert_mem_eq(x.data, y.data, tu_nbytes(&x));
   ck_assert_mem_eq(m0, m1, 3 * sizeof(double));
   tu_doubles_free(m0, 3), tu_doubles_free(m1, 3);
   tu_tensor_free(&x), tu_tensor_free(&w), tu_tensor_free(&b);
@@ -379,8 +298,8 @@ END_TEST
 /* |mean| = 1e4, std 1e-2: E[x^2] - E[x]^2 would lose everything. */
 static void large_mean_case(norm_dtype_t dt, double tol, double stats_tol) {
   const int64_t shape[] = {4, 1000};
-  norm_tensor_t x = mk(dt, 2, shape), y = mk(dt, 2, shape);
-  norm_tensor_t w = mk(dt, 1, shape + 1), b = mk(dt, 1, shape + 1);
+  norm_tensor_t x = tu_mk(dt, 2, shape), y = tu_mk(dt, 2, shape);
+  norm_tensor_t w = tu_mk(dt, 1, shape + 1), b = tu_mk(dt, 1, shape + 1);
   uint64_t rng = 99;
   for (size_t i = 0; i < 4000; i++) {
     double center = (i / 1000) % 2 ? -1e4 : 1e4;
@@ -395,10 +314,10 @@ static void large_mean_case(norm_dtype_t dt, double tol, double stats_tol) {
   ck_assert_int_eq(norm_layer(&x, &w, &b, &p, &y, &st), NORM_OK);
   ref_layer(&x, &w, &b, &p, ry, rm, rv, rr);
   for (int r = 0; r < 4; r++) ck_assert(rv[r] > 0.5e-4 && rv[r] < 2e-4);
-  expect_tensor(&y, ry, tol);
-  expect_doubles("mean", mean, rm, 4, 1e-12, 1);
-  expect_doubles("var", var, rv, 4, stats_tol, 1);
-  expect_doubles("rstd", rstd, rr, 4, stats_tol, 1);
+  tu_expect_tensor(&y, ry, tol);
+  tu_expect_doubles("mean", mean, rm, 4, 1e-12, 1);
+  tu_expect_doubles("var", var, rv, 4, stats_tol, 1);
+  tu_expect_doubles("rstd", rstd, rr, 4, stats_tol, 1);
   tu_doubles_free(mean, 4), tu_doubles_free(var, 4), tu_doubles_free(rstd, 4);
   tu_tensor_free(&x), tu_tensor_free(&y), tu_tensor_free(&w);
   tu_tensor_free(&b);
@@ -416,8 +335,8 @@ START_TEST(test_constant_rows) {
   norm_dtype_t dt = all_dtypes[_i];
   const double values[] = {0.0, 3.0, -0.1, 1e4, 65504.0 / 8};
   const int64_t shape[] = {5, 33};
-  norm_tensor_t x = mk(dt, 2, shape), b = mk(NORM_F32, 1, shape + 1);
-  norm_tensor_t w = mk(dt, 1, shape + 1);
+  norm_tensor_t x = tu_mk(dt, 2, shape), b = tu_mk(NORM_F32, 1, shape + 1);
+  norm_tensor_t w = tu_mk(dt, 1, shape + 1);
   tu_fill_uniform(&b, 21, -1, 1);
   tu_fill_uniform(&w, 22, 0.5, 2);
   for (size_t i = 0; i < 5 * 33; i++) norm_tensor_set(&x, i, values[i / 33]);
@@ -425,7 +344,7 @@ START_TEST(test_constant_rows) {
   for (int e = 0; e < 2; e++) {
     for (int pl = 0; pl < 2; pl++) {
       for (int affine = 0; affine < 2; affine++) {
-        norm_tensor_t y = mk(dt, 2, shape);
+        norm_tensor_t y = tu_mk(dt, 2, shape);
         double *mean = tu_doubles(5), *var = tu_doubles(5),
                *rstd = tu_doubles(5);
         norm_stats_t st = {mean, var, rstd, NULL};
@@ -436,7 +355,7 @@ START_TEST(test_constant_rows) {
                          NORM_OK);
         for (size_t i = 0; i < 5 * 33; i++) {
           double want = affine ? norm_tensor_get(&b, i % 33) : 0.0;
-          if (dt == NORM_F16 || dt == NORM_BF16) want = round_half(want, dt);
+          if (dt == NORM_F16 || dt == NORM_BF16) want = tu_round_half(want, dt);
           ck_assert_msg(norm_tensor_get(&y, i) == want,
                         "%s eps %g placement %d affine %d: y[%zu] = %g, want %g",
                         norm_dtype_name(dt), eps[e], pl, affine, i,
@@ -522,7 +441,7 @@ START_TEST(test_subnormal_inputs) {
   lcase_t c = base_case(NORM_F32);
   c.lo = -1e-39, c.hi = 3e-39, c.p.eps = 0.0;
   run_case(&c);
-  c.w = c.b = NO_DTYPE, c.y = NORM_F64;
+  c.w = c.b = TU_NO_DTYPE, c.y = NORM_F64;
   run_case(&c);
   c.p.eps = 1e-5, c.y = NORM_F32;
   run_case(&c);
@@ -546,9 +465,10 @@ START_TEST(test_non_finite_rows) {
   norm_dtype_t dt = all_dtypes[_i];
   const int64_t shape[] = {4, 300};
   for (int k = 0; k < 3; k++) {
-    norm_tensor_t x = mk(dt, 2, shape), y = mk(dt, 2, shape),
-                  y0 = mk(dt, 2, shape);
-    norm_tensor_t w = mk(NORM_F32, 1, shape + 1), b = mk(NORM_F32, 1, shape + 1);
+    norm_tensor_t x = tu_mk(dt, 2, shape), y = tu_mk(dt, 2, shape),
+                  y0 = tu_mk(dt, 2, shape);
+    norm_tensor_t w = tu_mk(NORM_F32, 1, shape + 1),
+                  b = tu_mk(NORM_F32, 1, shape + 1);
     tu_fill_uniform(&x, 41, -1, 2);
     tu_fill_uniform(&w, 42, 0.5, 2);
     tu_fill_uniform(&b, 43, -1, 1);
@@ -616,45 +536,42 @@ END_TEST
 /* ---- Rows ----------------------------------------------------------------- */
 
 static void fill_bytes(norm_tensor_t *t, unsigned char v) {
-  memset(t->data, v, nbytes(t));
-}
-
-static int bytes_are(const void *p, size_t n, unsigned char v) {
-  for (size_t i = 0; i < n; i++)
-    if (((const unsigned char *)p)[i] != v) return 0;
-  return 1;
+  memset(t->data, v, tu_nbytes(t));
 }
 
 /* [0, k) then [k, n) equals the whole call bit for bit; the first call
  * gets stats arrays of exactly k entries, and writes nothing past its rows. */
 static void split_case(norm_dtype_t dt, int rank, const int64_t *shape,
                        int ndim) {
-  norm_tensor_t x = mk(dt, rank, shape), y = mk(dt, rank, shape);
+  norm_tensor_t x = tu_mk(dt, rank, shape), y = tu_mk(dt, rank, shape);
   const int64_t *tail = shape + rank - ndim;
-  norm_tensor_t w = mk(NORM_F32, ndim, tail), b = mk(NORM_F64, ndim, tail);
+  norm_tensor_t w = tu_mk(NORM_F32, ndim, tail),
+                b = tu_mk(NORM_F64, ndim, tail);
   tu_fill_uniform(&x, 51, -4, 4);
   tu_fill_uniform(&w, 52, 0.5, 2);
   tu_fill_uniform(&b, 53, -1, 1);
   norm_layer_params_t p = {ndim, 1e-5, NORM_VAR_UNBIASED, NORM_EPS_INSIDE_SQRT};
   int64_t groups = norm_layer_groups(&x, &p);
-  ck_assert_int_eq(groups, (int64_t)(tu_numel(&x) / row_len(&x, ndim)));
-  size_t n = (size_t)groups, es = norm_dtype_size(dt), rl = row_len(&x, ndim);
+  ck_assert_int_eq(groups, (int64_t)(tu_numel(&x) / tu_row_len(&x, ndim)));
+  size_t n = (size_t)groups, es = norm_dtype_size(dt),
+         rl = tu_row_len(&x, ndim);
   double *m = tu_doubles(n), *v = tu_doubles(n), *r = tu_doubles(n);
   norm_stats_t st = {m, v, r, NULL};
   ck_assert_int_eq(norm_layer(&x, &w, &b, &p, &y, &st), NORM_OK);
 
   for (size_t k = 0; k <= n; k++) {
-    norm_tensor_t y2 = mk(dt, rank, shape);
+    norm_tensor_t y2 = tu_mk(dt, rank, shape);
     fill_bytes(&y2, 0xEE);
     double *m1 = tu_doubles(k), *v1 = tu_doubles(k), *r1 = tu_doubles(k);
     double *m2 = tu_doubles(n), *v2 = tu_doubles(n), *r2 = tu_doubles(n);
     norm_stats_t s1 = {m1, v1, r1, NULL}, s2 = {m2, v2, r2, NULL};
     memset(m2, 0xEE, n * sizeof(double));
     ck_assert_int_eq(norm_layer_rows(&x, &w, &b, &p, &y2, &s1, 0, k), NORM_OK);
-    ck_assert(bytes_are((char *)y2.data + k * rl * es, (n - k) * rl * es, 0xEE));
+    ck_assert(
+        tu_bytes_are((char *)y2.data + k * rl * es, (n - k) * rl * es, 0xEE));
     ck_assert_int_eq(norm_layer_rows(&x, &w, &b, &p, &y2, &s2, k, n), NORM_OK);
-    ck_assert(bytes_are(m2, k * sizeof(double), 0xEE));
-    ck_assert_mem_eq(y2.data, y.data, nbytes(&y));
+    ck_assert(tu_bytes_are(m2, k * sizeof(double), 0xEE));
+    ck_assert_mem_eq(y2.data, y.data, tu_nbytes(&y));
     ck_assert_mem_eq(m1, m, k * sizeof(double));
     ck_assert_mem_eq(v1, v, k * sizeof(double));
     ck_assert_mem_eq(r1, r, k * sizeof(double));
@@ -682,8 +599,8 @@ END_TEST
 /* Many small ranges in reverse order still give the whole result. */
 START_TEST(test_rows_one_at_a_time) {
   const int64_t shape[] = {2, 3, 5, 8};
-  norm_tensor_t x = mk(NORM_BF16, 4, shape), y = mk(NORM_F32, 4, shape),
-                y2 = mk(NORM_F32, 4, shape);
+  norm_tensor_t x = tu_mk(NORM_BF16, 4, shape), y = tu_mk(NORM_F32, 4, shape),
+                y2 = tu_mk(NORM_F32, 4, shape);
   tu_fill_uniform(&x, 61, -1, 1);
   norm_layer_params_t p = {.normalized_ndim = 2, .eps = 1e-5};
   ck_assert_int_eq(norm_layer_groups(&x, &p), 6);
@@ -696,7 +613,7 @@ START_TEST(test_rows_one_at_a_time) {
     ck_assert_int_eq(norm_layer_rows(&x, NULL, NULL, &p, &y2, &st2, g, g),
                      NORM_OK);
   }
-  ck_assert_mem_eq(y.data, y2.data, nbytes(&y));
+  ck_assert_mem_eq(y.data, y2.data, tu_nbytes(&y));
   ck_assert_mem_eq(r, r2, 6 * sizeof(double));
   tu_doubles_free(r, 6), tu_doubles_free(r2, 6);
   tu_tensor_free(&x), tu_tensor_free(&y), tu_tensor_free(&y2);
@@ -705,7 +622,7 @@ END_TEST
 
 START_TEST(test_groups) {
   const int64_t shape[] = {2, 3, 4, 5};
-  norm_tensor_t x = mk(NORM_F32, 4, shape);
+  norm_tensor_t x = tu_mk(NORM_F32, 4, shape);
   const int64_t want[] = {0, 24, 6, 2, 1};
   for (int nd = 1; nd <= 4; nd++) {
     norm_layer_params_t p = {.normalized_ndim = nd};
@@ -731,7 +648,7 @@ END_TEST
 
 START_TEST(test_rows_bad_range) {
   const int64_t shape[] = {4, 8};
-  norm_tensor_t x = mk(NORM_F32, 2, shape), y = mk(NORM_F32, 2, shape);
+  norm_tensor_t x = tu_mk(NORM_F32, 2, shape), y = tu_mk(NORM_F32, 2, shape);
   tu_fill_uniform(&x, 71, -1, 1);
   norm_layer_params_t p = {.normalized_ndim = 1, .eps = 1e-5};
   double *m = tu_doubles(4);
@@ -742,11 +659,11 @@ START_TEST(test_rows_bad_range) {
     ck_assert_int_eq(
         norm_layer_rows(&x, NULL, NULL, &p, &y, &st, bad[k][0], bad[k][1]),
         NORM_E_RANGE);
-  ck_assert(bytes_are(y.data, nbytes(&y), 0));
-  ck_assert(bytes_are(m, 4 * sizeof(double), 0));
+  ck_assert(tu_bytes_are(y.data, tu_nbytes(&y), 0));
+  ck_assert(tu_bytes_are(m, 4 * sizeof(double), 0));
   ck_assert_int_eq(norm_layer_rows(&x, NULL, NULL, &p, &y, &st, 4, 4), NORM_OK);
   ck_assert_int_eq(norm_layer_rows(&x, NULL, NULL, &p, &y, &st, 0, 0), NORM_OK);
-  ck_assert(bytes_are(y.data, nbytes(&y), 0));
+  ck_assert(tu_bytes_are(y.data, tu_nbytes(&y), 0));
   tu_doubles_free(m, 4);
   tu_tensor_free(&x), tu_tensor_free(&y);
 }
@@ -765,8 +682,9 @@ static void stream_case(norm_dtype_t xdt, norm_dtype_t ydt, int64_t rows,
   const int64_t shape[] = {rows, 3001};
   size_t es = norm_dtype_size(ydt), n = (size_t)rows * 3001;
   ck_assert_uint_ge(n * es, (size_t)16 << 20);
-  norm_tensor_t x = mk(xdt, 2, shape);
-  norm_tensor_t w = mk(NORM_F32, 1, shape + 1), b = mk(NORM_F32, 1, shape + 1);
+  norm_tensor_t x = tu_mk(xdt, 2, shape);
+  norm_tensor_t w = tu_mk(NORM_F32, 1, shape + 1),
+                b = tu_mk(NORM_F32, 1, shape + 1);
   tu_fill_uniform(&x, 91, -2, 3);
   tu_fill_uniform(&w, 92, 0.5, 2);
   tu_fill_uniform(&b, 93, -1, 1);
@@ -781,8 +699,8 @@ static void stream_case(norm_dtype_t xdt, norm_dtype_t ydt, int64_t rows,
   ck_assert(ry && rm && rv && rr);
   ck_assert_int_eq(norm_layer(&x, wp, bp, &p, &y, NULL), NORM_OK);
   ref_layer(&x, wp, bp, &p, ry, rm, rv, rr);
-  expect_tensor(&y, ry, default_tol(ydt));
-  ck_assert_msg(bytes_are(buf, es, 0), "wrote before y");
+  tu_expect_tensor(&y, ry, default_tol(ydt));
+  ck_assert_msg(tu_bytes_are(buf, es, 0), "wrote before y");
   tu_free_guarded(buf, es + n * es); /* fails if the guard after y changed */
   free(ry), free(rm), free(rv), free(rr);
   tu_tensor_free(&x), tu_tensor_free(&w), tu_tensor_free(&b);
@@ -839,8 +757,8 @@ static void expect_err(fix_t *f, int want) {
   ck_assert_int_eq(norm_layer(&f->x, &f->w, &f->b, &f->p, &f->y, &f->st), want);
   ck_assert_int_eq(
       norm_layer_rows(&f->x, &f->w, &f->b, &f->p, &f->y, &f->st, 0, 1), want);
-  ck_assert(bytes_are(f->y.data, 24 * sizeof(float), 0));
-  ck_assert(bytes_are(f->mean, 6 * sizeof(double), 0));
+  ck_assert(tu_bytes_are(f->y.data, 24 * sizeof(float), 0));
+  ck_assert(tu_bytes_are(f->mean, 6 * sizeof(double), 0));
 }
 
 START_TEST(test_err_valid_fixture) {

@@ -8,48 +8,17 @@
 
 #include "testutil.h"
 
-#define NO_DTYPE ((norm_dtype_t)-1)
 #define F32_TOL 1e-6
 #define F64_TOL 1e-12
 #define STATS_TOL 1e-12
 
 /* ---- helpers ------------------------------------------------------------ */
 
-static norm_tensor_t mk(norm_dtype_t dtype, int rank, const int64_t *shape) {
-  norm_tensor_t t;
-  memset(&t, 0, sizeof t);
-  t.dtype = dtype;
-  t.rank = rank;
-  size_t n = 1;
-  for (int i = 0; i < rank; i++) {
-    t.shape[i] = shape[i];
-    n *= (size_t)shape[i];
-  }
-  t.data = tu_alloc_guarded(n * norm_dtype_size(dtype));
-  return t;
-}
-
-static size_t nbytes(const norm_tensor_t *t) {
-  return tu_numel(t) * norm_dtype_size(t->dtype);
-}
-
-static size_t row_len(const norm_tensor_t *x, int ndim) {
-  size_t n = 1;
-  for (int i = x->rank - ndim; i < x->rank; i++) n *= (size_t)x->shape[i];
-  return n;
-}
-
-static int bytes_are(const void *p, size_t n, unsigned char v) {
-  for (size_t i = 0; i < n; i++)
-    if (((const unsigned char *)p)[i] != v) return 0;
-  return 1;
-}
-
 /* Naive reference in double over the double values of x. */
 static void ref_rms(const norm_tensor_t *x, const norm_tensor_t *w,
                     const norm_rms_params_t *p, double *y, double *rms,
                     double *rstd) {
-  size_t n = row_len(x, p->normalized_ndim), rows = tu_numel(x) / n;
+  size_t n = tu_row_len(x, p->normalized_ndim), rows = tu_numel(x) / n;
   for (size_t r = 0; r < rows; r++) {
     const size_t o = r * n;
     double sq = 0;
@@ -68,60 +37,8 @@ static void ref_rms(const norm_tensor_t *x, const norm_tensor_t *w,
   }
 }
 
-/* v rounded to nearest-even in float16 / bfloat16 (finite range only). */
-static double round_half(double v, norm_dtype_t dtype) {
-  if (!isfinite(v) || v == 0) return v;
-  int mant = dtype == NORM_F16 ? 10 : 7, emin = dtype == NORM_F16 ? -14 : -126;
-  int e;
-  frexp(v, &e);
-  e = e - 1 < emin ? emin : e - 1;
-  double q = ldexp(1.0, e - mant);
-  return nearbyint(v / q) * q;
-}
-
-static long ordered16(uint16_t h) {
-  return (h & 0x8000u) ? -(long)(h & 0x7FFFu) : (long)h;
-}
-
-/* got within 1 ulp of want rounded to the half format. */
-static int half_close(const norm_tensor_t *y, size_t i, double want) {
-  double got = norm_tensor_get(y, i);
-  if (isnan(got) || isnan(want)) return isnan(got) && isnan(want);
-  double r = round_half(want, y->dtype);
-  uint16_t rb = y->dtype == NORM_F16 ? norm_f16_from_float((float)r)
-                                     : norm_bf16_from_float((float)r);
-  long d = ordered16(((const uint16_t *)y->data)[i]) - ordered16(rb);
-  return d >= -1 && d <= 1;
-}
-
-static void expect_tensor(const norm_tensor_t *y, const double *want,
-                          double tol) {
-  size_t n = tu_numel(y);
-  int half = y->dtype == NORM_F16 || y->dtype == NORM_BF16;
-  for (size_t i = 0; i < n; i++) {
-    double got = norm_tensor_get(y, i);
-    int ok = half ? half_close(y, i, want[i]) : tu_close(got, want[i], tol);
-    if (!ok) /* ck_assert per element would cost a syscall each */
-      ck_abort_msg("y[%zu] = %.17g, want %.17g (%s)", i, got, want[i],
-                   norm_dtype_name(y->dtype));
-  }
-}
-
-static int rel_close(double got, double want, double tol) {
-  if (isnan(got) || isnan(want)) return isnan(got) && isnan(want);
-  if (got == want) return 1;
-  return fabs(got - want) <= tol * fabs(want);
-}
-
-static void expect_doubles(const char *what, const double *got,
-                           const double *want, size_t n, double tol) {
-  for (size_t i = 0; i < n; i++)
-    if (!rel_close(got[i], want[i], tol))
-      ck_abort_msg("%s[%zu] = %.17g, want %.17g", what, i, got[i], want[i]);
-}
-
 typedef struct {
-  norm_dtype_t x, w, y; /* w: NO_DTYPE for none */
+  norm_dtype_t x, w, y; /* w: TU_NO_DTYPE for none */
   int rank;
   int64_t shape[NORM_MAX_RANK];
   norm_rms_params_t p;
@@ -133,17 +50,17 @@ typedef struct {
 /* Build, run, compare against the reference (mean/var must stay
  * untouched), free. */
 static void run_case(const rcase_t *c) {
-  norm_tensor_t x = mk(c->x, c->rank, c->shape);
-  norm_tensor_t y = mk(c->y, c->rank, c->shape);
+  norm_tensor_t x = tu_mk(c->x, c->rank, c->shape);
+  norm_tensor_t y = tu_mk(c->y, c->rank, c->shape);
   norm_tensor_t w = {0};
-  if (c->w != NO_DTYPE) {
-    w = mk(c->w, c->p.normalized_ndim,
-           c->shape + c->rank - c->p.normalized_ndim);
+  if (c->w != TU_NO_DTYPE) {
+    w = tu_mk(c->w, c->p.normalized_ndim,
+              c->shape + c->rank - c->p.normalized_ndim);
     tu_fill_uniform(&w, c->seed + 1, 0.5, 2.0);
   }
-  const norm_tensor_t *wp = c->w != NO_DTYPE ? &w : NULL;
+  const norm_tensor_t *wp = c->w != TU_NO_DTYPE ? &w : NULL;
   tu_fill_uniform(&x, c->seed, c->lo, c->hi);
-  size_t n = tu_numel(&x), rows = n / row_len(&x, c->p.normalized_ndim);
+  size_t n = tu_numel(&x), rows = n / tu_row_len(&x, c->p.normalized_ndim);
   double *rms = tu_doubles(rows), *rstd = tu_doubles(rows),
          *mean = tu_doubles(rows), *var = tu_doubles(rows);
   memset(mean, 0x5A, rows * sizeof *mean);
@@ -157,12 +74,12 @@ static void run_case(const rcase_t *c) {
   ck_assert_int_eq(norm_rms(&x, wp, &c->p, &y, &st), NORM_OK);
   ref_rms(&x, wp, &c->p, ry, rr, rs);
   double tol = c->tol > 0 ? c->tol : c->y == NORM_F64 ? F64_TOL : F32_TOL;
-  expect_tensor(&y, ry, tol);
+  tu_expect_tensor(&y, ry, tol);
   double stol = c->stats_tol > 0 ? c->stats_tol : STATS_TOL;
-  expect_doubles("rms", rms, rr, rows, stol);
-  expect_doubles("rstd", rstd, rs, rows, stol);
-  ck_assert(bytes_are(mean, rows * sizeof *mean, 0x5A));
-  ck_assert(bytes_are(var, rows * sizeof *var, 0x5A));
+  tu_expect_doubles("rms", rms, rr, rows, stol, 1);
+  tu_expect_doubles("rstd", rstd, rs, rows, stol, 1);
+  ck_assert(tu_bytes_are(mean, rows * sizeof *mean, 0x5A));
+  ck_assert(tu_bytes_are(var, rows * sizeof *var, 0x5A));
 
   free(ry), free(rr), free(rs);
   tu_doubles_free(rms, rows), tu_doubles_free(rstd, rows);
@@ -185,7 +102,7 @@ static const norm_dtype_t all_dtypes[] = {NORM_F32, NORM_F64, NORM_F16,
 START_TEST(test_each_dtype) {
   rcase_t c = base_case(all_dtypes[_i]);
   run_case(&c);
-  c.w = NO_DTYPE;
+  c.w = TU_NO_DTYPE;
   run_case(&c);
   c.p.eps = 0.5; /* eps large enough to matter */
   run_case(&c);
@@ -210,7 +127,7 @@ END_TEST
 
 START_TEST(test_normalized_ndim) {
   const int64_t shape[] = {3, 4, 5}, s45[] = {4, 5};
-  norm_tensor_t probe = mk(NORM_F32, 3, shape);
+  norm_tensor_t probe = tu_mk(NORM_F32, 3, shape);
   int nd = 0;
   ck_assert_int_eq(norm_ndim_from_shape(&probe, s45, 2, &nd), NORM_OK);
   ck_assert_int_eq(nd, 2);
@@ -252,9 +169,10 @@ END_TEST
 
 START_TEST(test_null_stats) {
   const int64_t shape[] = {5, 19};
-  norm_tensor_t x = mk(NORM_BF16, 2, shape), w = mk(NORM_F32, 1, shape + 1);
-  norm_tensor_t y0 = mk(NORM_F32, 2, shape), y1 = mk(NORM_F32, 2, shape),
-                y2 = mk(NORM_F32, 2, shape);
+  norm_tensor_t x = tu_mk(NORM_BF16, 2, shape),
+                w = tu_mk(NORM_F32, 1, shape + 1);
+  norm_tensor_t y0 = tu_mk(NORM_F32, 2, shape), y1 = tu_mk(NORM_F32, 2, shape),
+                y2 = tu_mk(NORM_F32, 2, shape);
   tu_fill_uniform(&x, 3, -1, 1);
   tu_fill_uniform(&w, 4, 0.5, 1.5);
   norm_rms_params_t p = {.normalized_ndim = 1, .eps = 1e-6};
@@ -263,8 +181,8 @@ START_TEST(test_null_stats) {
   ck_assert_int_eq(norm_rms(&x, &w, &p, &y0, &all), NORM_OK);
   ck_assert_int_eq(norm_rms(&x, &w, &p, &y1, NULL), NORM_OK);
   ck_assert_int_eq(norm_rms(&x, &w, &p, &y2, &some), NORM_OK);
-  ck_assert_mem_eq(y0.data, y1.data, nbytes(&y0));
-  ck_assert_mem_eq(y0.data, y2.data, nbytes(&y0));
+  ck_assert_mem_eq(y0.data, y1.data, tu_nbytes(&y0));
+  ck_assert_mem_eq(y0.data, y2.data, tu_nbytes(&y0));
   ck_assert_mem_eq(rstd, rstd2, 5 * sizeof(double));
   tu_doubles_free(rms, 5), tu_doubles_free(rstd, 5), tu_doubles_free(rstd2, 5);
   tu_tensor_free(&x), tu_tensor_free(&w);
@@ -275,8 +193,8 @@ END_TEST
 START_TEST(test_in_place) {
   norm_dtype_t dt = all_dtypes[_i];
   const int64_t shape[] = {3, 1000};
-  norm_tensor_t x = mk(dt, 2, shape), w = mk(dt, 1, shape + 1),
-                y = mk(dt, 2, shape);
+  norm_tensor_t x = tu_mk(dt, 2, shape), w = tu_mk(dt, 1, shape + 1),
+                y = tu_mk(dt, 2, shape);
   tu_fill_uniform(&x, 11, -3, 5);
   tu_fill_uniform(&w, 12, 0.5, 2);
   norm_rms_params_t p = {.normalized_ndim = 1, .eps = 1e-6};
@@ -285,7 +203,7 @@ START_TEST(test_in_place) {
   ck_assert_int_eq(norm_rms(&x, &w, &p, &y, &s0), NORM_OK);
   norm_tensor_t alias = x;
   ck_assert_int_eq(norm_rms(&x, &w, &p, &alias, &s1), NORM_OK);
-  ck_assert_mem_eq(x.data, y.data, nbytes(&x));
+  ck_assert_mem_eq(x.data, y.data, tu_nbytes(&x));
   ck_assert_mem_eq(r0, r1, 3 * sizeof(double));
   tu_doubles_free(r0, 3), tu_doubles_free(r1, 3);
   tu_tensor_free(&x), tu_tensor_free(&w), tu_tensor_free(&y);
@@ -312,13 +230,13 @@ END_TEST
 START_TEST(test_zero_rows) {
   norm_dtype_t dt = all_dtypes[_i];
   const int64_t shape[] = {3, 40};
-  norm_tensor_t x = mk(dt, 2, shape), w = mk(NORM_F32, 1, shape + 1);
+  norm_tensor_t x = tu_mk(dt, 2, shape), w = tu_mk(NORM_F32, 1, shape + 1);
   tu_fill_uniform(&x, 21, -1, 1);
   tu_fill_uniform(&w, 22, 0.5, 2);
   for (size_t i = 40; i < 80; i++) norm_tensor_set(&x, i, 0.0); /* row 1 */
   const double eps[] = {1e-6, 0.0};
   for (int e = 0; e < 2; e++) {
-    norm_tensor_t y = mk(dt, 2, shape);
+    norm_tensor_t y = tu_mk(dt, 2, shape);
     double *rms = tu_doubles(3), *rstd = tu_doubles(3);
     norm_stats_t st = {.rms = rms, .rstd = rstd};
     norm_rms_params_t p = {.normalized_ndim = 1, .eps = eps[e]};
@@ -376,7 +294,7 @@ START_TEST(test_subnormal_inputs) {
   rcase_t c = base_case(NORM_F32);
   c.lo = -1e-39, c.hi = 3e-39, c.p.eps = 0.0;
   run_case(&c);
-  c.w = NO_DTYPE, c.y = NORM_F64;
+  c.w = TU_NO_DTYPE, c.y = NORM_F64;
   run_case(&c);
   c.x = NORM_BF16, c.y = NORM_F32; /* bfloat16 has float32's range */
   run_case(&c);
@@ -387,7 +305,7 @@ START_TEST(test_huge_f32_inputs) {
   rcase_t c = base_case(NORM_F32);
   c.lo = -3e38, c.hi = 3.3e38;
   run_case(&c);
-  c.x = NORM_BF16, c.y = NORM_F64, c.w = NO_DTYPE;
+  c.x = NORM_BF16, c.y = NORM_F64, c.w = TU_NO_DTYPE;
   run_case(&c);
 }
 END_TEST
@@ -400,8 +318,8 @@ START_TEST(test_non_finite_rows) {
   norm_dtype_t dt = all_dtypes[_i];
   const int64_t shape[] = {4, 300};
   for (int k = 0; k < 3; k++) {
-    norm_tensor_t x = mk(dt, 2, shape), y = mk(dt, 2, shape),
-                  y0 = mk(dt, 2, shape), w = mk(NORM_F64, 1, shape + 1);
+    norm_tensor_t x = tu_mk(dt, 2, shape), y = tu_mk(dt, 2, shape),
+                  y0 = tu_mk(dt, 2, shape), w = tu_mk(NORM_F64, 1, shape + 1);
     tu_fill_uniform(&x, 41, -1, 2);
     tu_fill_uniform(&w, 42, 0.5, 2);
     double *q0 = tu_doubles(4), *r0 = tu_doubles(4);
@@ -456,13 +374,13 @@ END_TEST
  * stats arrays of exactly k entries and writes nothing past its rows. */
 static void split_case(norm_dtype_t dt, int rank, const int64_t *shape,
                        int ndim) {
-  norm_tensor_t x = mk(dt, rank, shape), y = mk(NORM_F32, rank, shape);
-  norm_tensor_t w = mk(NORM_BF16, ndim, shape + rank - ndim);
+  norm_tensor_t x = tu_mk(dt, rank, shape), y = tu_mk(NORM_F32, rank, shape);
+  norm_tensor_t w = tu_mk(NORM_BF16, ndim, shape + rank - ndim);
   tu_fill_uniform(&x, 51, -4, 4);
   tu_fill_uniform(&w, 52, 0.5, 2);
   norm_rms_params_t p = {.normalized_ndim = ndim, .eps = 1e-6};
   int64_t groups = norm_rms_groups(&x, &p);
-  size_t rl = row_len(&x, ndim);
+  size_t rl = tu_row_len(&x, ndim);
   ck_assert_int_eq(groups, (int64_t)(tu_numel(&x) / rl));
   size_t n = (size_t)groups, es = sizeof(float);
   double *q = tu_doubles(n), *r = tu_doubles(n);
@@ -470,17 +388,18 @@ static void split_case(norm_dtype_t dt, int rank, const int64_t *shape,
   ck_assert_int_eq(norm_rms(&x, &w, &p, &y, &st), NORM_OK);
 
   for (size_t k = 0; k <= n; k++) {
-    norm_tensor_t y2 = mk(NORM_F32, rank, shape);
-    memset(y2.data, 0xEE, nbytes(&y2));
+    norm_tensor_t y2 = tu_mk(NORM_F32, rank, shape);
+    memset(y2.data, 0xEE, tu_nbytes(&y2));
     double *q1 = tu_doubles(k), *r1 = tu_doubles(k);
     double *q2 = tu_doubles(n), *r2 = tu_doubles(n);
     memset(q2, 0xEE, n * sizeof(double));
     norm_stats_t s1 = {.rms = q1, .rstd = r1}, s2 = {.rms = q2, .rstd = r2};
     ck_assert_int_eq(norm_rms_rows(&x, &w, &p, &y2, &s1, 0, k), NORM_OK);
-    ck_assert(bytes_are((char *)y2.data + k * rl * es, (n - k) * rl * es, 0xEE));
+    ck_assert(
+        tu_bytes_are((char *)y2.data + k * rl * es, (n - k) * rl * es, 0xEE));
     ck_assert_int_eq(norm_rms_rows(&x, &w, &p, &y2, &s2, k, n), NORM_OK);
-    ck_assert(bytes_are(q2, k * sizeof(double), 0xEE));
-    ck_assert_mem_eq(y2.data, y.data, nbytes(&y));
+    ck_assert(tu_bytes_are(q2, k * sizeof(double), 0xEE));
+    ck_assert_mem_eq(y2.data, y.data, tu_nbytes(&y));
     ck_assert_mem_eq(q1, q, k * sizeof(double));
     ck_assert_mem_eq(r1, r, k * sizeof(double));
     ck_assert_mem_eq(q2 + k, q + k, (n - k) * sizeof(double));
@@ -504,7 +423,7 @@ END_TEST
 
 START_TEST(test_groups) {
   const int64_t shape[] = {2, 3, 4, 5};
-  norm_tensor_t x = mk(NORM_F16, 4, shape);
+  norm_tensor_t x = tu_mk(NORM_F16, 4, shape);
   const int64_t want[] = {0, 24, 6, 2, 1};
   norm_rms_params_t p = {.eps = 1e-6};
   for (p.normalized_ndim = 1; p.normalized_ndim <= 4; p.normalized_ndim++)
@@ -525,7 +444,7 @@ END_TEST
 
 START_TEST(test_rows_bad_range) {
   const int64_t shape[] = {4, 8};
-  norm_tensor_t x = mk(NORM_F32, 2, shape), y = mk(NORM_F32, 2, shape);
+  norm_tensor_t x = tu_mk(NORM_F32, 2, shape), y = tu_mk(NORM_F32, 2, shape);
   tu_fill_uniform(&x, 71, -1, 1);
   norm_rms_params_t p = {.normalized_ndim = 1, .eps = 1e-6};
   double *q = tu_doubles(4);
@@ -537,8 +456,8 @@ START_TEST(test_rows_bad_range) {
                      NORM_E_RANGE);
   ck_assert_int_eq(norm_rms_rows(&x, NULL, &p, &y, &st, 4, 4), NORM_OK);
   ck_assert_int_eq(norm_rms_rows(&x, NULL, &p, &y, &st, 2, 2), NORM_OK);
-  ck_assert(bytes_are(y.data, nbytes(&y), 0));
-  ck_assert(bytes_are(q, 4 * sizeof(double), 0));
+  ck_assert(tu_bytes_are(y.data, tu_nbytes(&y), 0));
+  ck_assert(tu_bytes_are(q, 4 * sizeof(double), 0));
   tu_doubles_free(q, 4);
   tu_tensor_free(&x), tu_tensor_free(&y);
 }
@@ -575,8 +494,8 @@ static void expect_err(fix_t *f, int want) {
   ck_assert_int_eq(norm_rms(&f->x, &f->w, &f->p, &f->y, &f->st), want);
   ck_assert_int_eq(norm_rms_rows(&f->x, &f->w, &f->p, &f->y, &f->st, 0, 1),
                    want);
-  ck_assert(bytes_are(f->y.data, 24 * sizeof(float), 0));
-  ck_assert(bytes_are(f->rms, 6 * sizeof(double), 0));
+  ck_assert(tu_bytes_are(f->y.data, 24 * sizeof(float), 0));
+  ck_assert(tu_bytes_are(f->rms, 6 * sizeof(double), 0));
 }
 
 START_TEST(test_err_valid_fixture) {

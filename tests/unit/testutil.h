@@ -1,6 +1,7 @@
 /* testutil.h -- small helpers shared by the unit tests: guarded buffers that
  * catch writes past an output, tensor builders, a seeded RNG, tolerant
- * comparisons, and the naive double reference of the (N, C, *) norms.
+ * comparisons, the row norms' output checks, and for the (N, C, *) norms
+ * the naive double reference, a fixture, and split and poison checks.
  * Header-only (static functions) so each check_*.c stays self-contained. */
 #ifndef TESTS_TESTUTIL_H
 #define TESTS_TESTUTIL_H
@@ -196,11 +197,17 @@ static inline void tu_check_output(const char *what, const norm_tensor_t *y,
                 i < n ? ref[i] : 0.0);
 }
 
-/* Relative closeness for double statistics; a NaN reference wants NaN. */
-static inline int tu_rel_close(double got, double want, double tol) {
+/* |got - want| <= tol * |want| + slack; a NaN reference wants NaN. */
+static inline int tu_rel_close_slack(double got, double want, double tol,
+                                     double slack) {
   if (isnan(want)) return isnan(got);
   if (got == want) return 1;
-  return fabs(got - want) <= tol * fabs(want) + 1e-300;
+  return fabs(got - want) <= tol * fabs(want) + slack;
+}
+
+/* Relative closeness for double statistics; a NaN reference wants NaN. */
+static inline int tu_rel_close(double got, double want, double tol) {
+  return tu_rel_close_slack(got, want, tol, 1e-300);
 }
 
 /* Variance against the naive reference, whose own mean carries a rounding
@@ -225,6 +232,80 @@ static inline void tu_check_stats(const norm_stats_t *got, const double *mean,
     ck_abort_msg("stats[%zu]: got %.17g %.17g %.17g want %.17g %.17g %.17g", g,
                  got->mean[g], got->var[g], got->rstd[g], mean[g], var[g],
                  rstd[g]);
+}
+
+/* ---- the row norms' helpers (layer, rms) ----------------------------------
+ * A row is the last `ndim` dims of x. For the half formats these checks
+ * differ from tu_check_output: the reference is rounded straight from
+ * double to the format, and no absolute 1e-6 is allowed near 0. */
+
+/* In a case table: no tensor of this kind (no weight, no bias). */
+#define TU_NO_DTYPE ((norm_dtype_t)-1)
+
+/* Elements in one row: the product of x's last ndim dims. */
+static inline size_t tu_row_len(const norm_tensor_t *x, int ndim) {
+  size_t n = 1;
+  for (int i = x->rank - ndim; i < x->rank; i++) n *= (size_t)x->shape[i];
+  return n;
+}
+
+/* Every one of the n bytes at p is v. */
+static inline int tu_bytes_are(const void *p, size_t n, unsigned char v) {
+  for (size_t i = 0; i < n; i++)
+    if (((const unsigned char *)p)[i] != v) return 0;
+  return 1;
+}
+
+/* v rounded to nearest-even in float16 / bfloat16 (finite range only). */
+static inline double tu_round_half(double v, norm_dtype_t dtype) {
+  if (!isfinite(v) || v == 0) return v;
+  int mant = dtype == NORM_F16 ? 10 : 7, emin = dtype == NORM_F16 ? -14 : -126;
+  int e;
+  frexp(v, &e);
+  e = e - 1 < emin ? emin : e - 1;
+  double q = ldexp(1.0, e - mant);
+  return nearbyint(v / q) * q;
+}
+
+/* Half-format element i of y within 1 ulp of want rounded to the format;
+ * NaN matches NaN only. */
+static inline int tu_half_close(const norm_tensor_t *y, size_t i, double want) {
+  double got = norm_tensor_get(y, i);
+  if (isnan(got) || isnan(want)) return isnan(got) && isnan(want);
+  double r = tu_round_half(want, y->dtype);
+  uint16_t rb = y->dtype == NORM_F16 ? norm_f16_from_float((float)r)
+                                     : norm_bf16_from_float((float)r);
+  int d = tu_ord16(((const uint16_t *)y->data)[i]) - tu_ord16(rb);
+  return d >= -1 && d <= 1;
+}
+
+/* Every element of y against want[]: float16 / bfloat16 as tu_half_close,
+ * float32 / float64 within tu_close(tol). The first mismatch fails. */
+static inline void tu_expect_tensor(const norm_tensor_t *y, const double *want,
+                                    double tol) {
+  size_t n = tu_numel(y);
+  int half = y->dtype == NORM_F16 || y->dtype == NORM_BF16;
+  for (size_t i = 0; i < n; i++) {
+    double got = norm_tensor_get(y, i);
+    int ok = half ? tu_half_close(y, i, want[i]) : tu_close(got, want[i], tol);
+    if (!ok) /* ck_assert per element would cost a syscall each */
+      ck_abort_msg("y[%zu] = %.17g, want %.17g (%s)", i, got, want[i],
+                   norm_dtype_name(y->dtype));
+  }
+}
+
+/* n statistics against want[]: with `rel`, |got - want| <= tol * |want|
+ * (tu_rel_close_slack, no slack), else tu_close(tol). The first mismatch
+ * fails, named `what`. */
+static inline void tu_expect_doubles(const char *what, const double *got,
+                                     const double *want, size_t n, double tol,
+                                     int rel) {
+  for (size_t i = 0; i < n; i++) {
+    int ok = rel ? tu_rel_close_slack(got[i], want[i], tol, 0)
+                 : tu_close(got[i], want[i], tol);
+    if (!ok)
+      ck_abort_msg("%s[%zu] = %.17g, want %.17g", what, i, got[i], want[i]);
+  }
 }
 
 /* ---- the (N, C, *) norms' reference ---------------------------------------
@@ -287,6 +368,173 @@ static inline void tu_ref_nc(const double *x, const tu_nc_t *l,
                     (b ? b[c] : 0.0);
     }
 #undef TU_NC_GROUP_
+}
+
+/* The group of element i of x (n, c, k), as tu_ref_nc counts them. */
+static inline size_t tu_nc_group_of(const tu_nc_t *l, size_t i) {
+  size_t c = i / l->S % l->C, g = c / (l->C / l->G);
+  return l->pooled ? g : i / (l->C * l->S) * l->G + g;
+}
+
+/* ---- the (N, C, *) norms' fixture -----------------------------------------
+ * The buffers of one call: guarded x and y of the case's shape, per-channel
+ * w and b (tu_ncfix_affine), batch norm's running stats rm and rv (the test
+ * allocates them), guarded mean / var / rstd of `ngroups` entries, and the
+ * layout l of x for tu_ref_nc. Tensors not allocated have NULL data. */
+typedef struct {
+  norm_tensor_t x, y, w, b, rm, rv;
+  double *mean, *var, *rstd;
+  tu_nc_t l;
+  size_t numel, ngroups;
+} tu_ncfix_t;
+
+/* x (zeroed) and y of `shape`, with G groups per sample (pooled: over all
+ * samples, as batch norm's channels). Free with tu_ncfix_free(). */
+static inline void tu_ncfix_init(tu_ncfix_t *f, norm_dtype_t xt,
+                                 norm_dtype_t yt, int rank,
+                                 const int64_t *shape, size_t G, int pooled) {
+  memset(f, 0, sizeof *f);
+  f->x = tu_mk(xt, rank, shape);
+  f->y = tu_mk(yt, rank, shape);
+  size_t S = 1;
+  for (int i = 2; i < rank; i++) S *= (size_t)shape[i];
+  f->l = (tu_nc_t){(size_t)shape[0], (size_t)shape[1], S, G, pooled};
+  f->numel = f->l.N * f->l.C * S;
+  f->ngroups = tu_nc_groups(&f->l);
+  f->mean = tu_doubles(f->ngroups);
+  f->var = tu_doubles(f->ngroups);
+  f->rstd = tu_doubles(f->ngroups);
+}
+
+/* Per-channel w uniform in [wlo, whi) from seed + 1, b in [-1, 1) from
+ * seed + 2, both of dtype wt. */
+static inline void tu_ncfix_affine(tu_ncfix_t *f, norm_dtype_t wt,
+                                   uint64_t seed, double wlo, double whi) {
+  const int64_t C[1] = {(int64_t)f->l.C};
+  f->w = tu_mk(wt, 1, C);
+  f->b = tu_mk(wt, 1, C);
+  tu_fill_uniform(&f->w, seed + 1, wlo, whi);
+  tu_fill_uniform(&f->b, seed + 2, -1, 1);
+}
+
+static inline void tu_ncfix_free(tu_ncfix_t *f) {
+  norm_tensor_t *ts[] = {&f->x, &f->y, &f->w, &f->b, &f->rm, &f->rv};
+  for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
+    if (ts[i]->data) tu_tensor_free(ts[i]);
+  tu_doubles_free(f->mean, f->ngroups);
+  tu_doubles_free(f->var, f->ngroups);
+  tu_doubles_free(f->rstd, f->ngroups);
+}
+
+/* f's y and stats, as the kernel wrote them, against tu_ref_nc on f's x, w
+ * and b (those allocated), eps and given_mean / given_var: y within
+ * tu_check_output(tol, tol64), stats within tu_check_stats(1e-10). The
+ * reference mean and var are copied to ref_mean / ref_var when not NULL. */
+static inline void tu_ncfix_check(const tu_ncfix_t *f, double eps,
+                                  const double *given_mean,
+                                  const double *given_var, double tol,
+                                  double tol64, double *ref_mean,
+                                  double *ref_var) {
+  size_t ng = f->ngroups;
+  double *x = tu_to_doubles(&f->x);
+  double *w = f->w.data ? tu_to_doubles(&f->w) : NULL;
+  double *b = f->b.data ? tu_to_doubles(&f->b) : NULL;
+  double *y = malloc(f->numel * sizeof *y), *m = malloc(ng * sizeof *m),
+         *v = malloc(ng * sizeof *v), *r = malloc(ng * sizeof *r);
+  ck_assert(y && m && v && r);
+  tu_ref_nc(x, &f->l, w, b, eps, given_mean, given_var, y, m, v, r);
+  tu_check_output("y", &f->y, y, tol, tol64);
+  norm_stats_t st = {f->mean, f->var, f->rstd, NULL};
+  tu_check_stats(&st, m, v, r, ng, 1e-10);
+  if (ref_mean) memcpy(ref_mean, m, ng * sizeof *m);
+  if (ref_var) memcpy(ref_var, v, ng * sizeof *v);
+  free(x), free(w), free(b), free(y), free(m), free(v), free(r);
+}
+
+/* A kernel's _rows entry point on groups [lo, hi) with stats arrays st,
+ * writing the output its ctx holds; returns the norm code. */
+typedef int (*tu_rows_fn)(void *ctx, norm_stats_t *st, size_t lo, size_t hi);
+
+/* Splits l's groups at cuts[0] = 0 < ... < cuts[ncuts - 1] and runs each
+ * range through rows(ctx, ...), last range first, into y, which first
+ * becomes 0x5A bytes. A call gets stats arrays of exactly hi entries, preset
+ * to -12345; it must leave y outside its groups and the stats below lo
+ * alone, and its stats for [lo, hi) must equal `whole`'s bit for bit. At
+ * the end y must equal whole_y bit for bit. */
+static inline void tu_check_split(const tu_nc_t *l, tu_rows_fn rows, void *ctx,
+                                  norm_tensor_t *y,
+                                  const norm_tensor_t *whole_y,
+                                  const norm_stats_t *whole, const size_t *cuts,
+                                  size_t ncuts) {
+  size_t ng = tu_nc_groups(l), numel = l->N * l->C * l->S;
+  size_t ybytes = tu_nbytes(y), es = norm_dtype_size(y->dtype);
+  memset(y->data, 0x5A, ybytes);
+  for (size_t k = ncuts; k-- > 0;) {
+    size_t lo = cuts[k], hi = k + 1 < ncuts ? cuts[k + 1] : ng;
+    double *m = tu_doubles(hi), *v = tu_doubles(hi), *r = tu_doubles(hi);
+    for (size_t g = 0; g < hi; g++) m[g] = v[g] = r[g] = -12345.0;
+    norm_stats_t sp = {m, v, r, NULL};
+    unsigned char *before = malloc(ybytes);
+    ck_assert_ptr_nonnull(before);
+    memcpy(before, y->data, ybytes);
+    EXPECT_RC(rows(ctx, &sp, lo, hi), NORM_OK);
+    for (size_t i = 0; i < numel; i++) {
+      size_t g = tu_nc_group_of(l, i);
+      if (g < lo || g >= hi)
+        ck_assert_msg(memcmp((const unsigned char *)y->data + i * es,
+                             before + i * es, es) == 0,
+                      "range [%zu,%zu) wrote y[%zu] of group %zu", lo, hi, i,
+                      g);
+    }
+    for (size_t g = lo; g < hi; g++)
+      ck_assert_msg(memcmp(&m[g], &whole->mean[g], sizeof(double)) == 0 &&
+                        memcmp(&v[g], &whole->var[g], sizeof(double)) == 0 &&
+                        memcmp(&r[g], &whole->rstd[g], sizeof(double)) == 0,
+                    "stats of group %zu differ from the whole call", g);
+    for (size_t g = 0; g < lo; g++)
+      ck_assert_msg(m[g] == -12345.0 && v[g] == -12345.0 && r[g] == -12345.0,
+                    "range [%zu,%zu) wrote stats[%zu]", lo, hi, g);
+    free(before);
+    tu_doubles_free(m, hi);
+    tu_doubles_free(v, hi);
+    tu_doubles_free(r, hi);
+  }
+  ck_assert_msg(memcmp(y->data, whole_y->data, ybytes) == 0,
+                "split y differs from the whole call");
+}
+
+/* x (laid out as l) holds a NaN or an Inf at element `at`; y and st are
+ * the kernel's output on it without weight or bias. The poisoned group is
+ * non-finite in y, mean and rstd; every other group matches tu_ref_nc:
+ * y within tu_close(1e-6), mean and var within tu_rel_close(1e-10). */
+static inline void tu_check_poisoned(const tu_nc_t *l, const norm_tensor_t *x,
+                                     size_t at, double eps,
+                                     const norm_tensor_t *y,
+                                     const norm_stats_t *st) {
+  size_t ng = tu_nc_groups(l), n = l->N * l->C * l->S;
+  size_t bad = tu_nc_group_of(l, at);
+  double *xd = tu_to_doubles(x), *ref = malloc(n * sizeof *ref),
+         *m = malloc(ng * sizeof *m), *v = malloc(ng * sizeof *v),
+         *r = malloc(ng * sizeof *r);
+  ck_assert(ref && m && v && r);
+  tu_ref_nc(xd, l, NULL, NULL, eps, NULL, NULL, ref, m, v, r);
+  for (size_t i = 0; i < n; i++) {
+    double got = norm_tensor_get(y, i);
+    if (tu_nc_group_of(l, i) == bad)
+      ck_assert_msg(!isfinite(got), "y[%zu] = %g in the poisoned group", i,
+                    got);
+    else
+      ck_assert_msg(tu_close(got, ref[i], 1e-6), "y[%zu] = %g want %g", i, got,
+                    ref[i]);
+  }
+  for (size_t g = 0; g < ng; g++) {
+    if (g == bad)
+      ck_assert(!isfinite(st->mean[g]) && !isfinite(st->rstd[g]));
+    else
+      ck_assert(tu_rel_close(st->mean[g], m[g], 1e-10) &&
+                tu_rel_close(st->var[g], v[g], 1e-10));
+  }
+  free(xd), free(ref), free(m), free(v), free(r);
 }
 
 #endif
