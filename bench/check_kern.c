@@ -155,8 +155,9 @@ static int check_axpb_bf16(const kern_t *ref, const kern_t *fast) {
 
 /* The same for layer and RMS norm's apply with a weight and a bias per
  * element (fast->affine_bf16, floats, against ref->affine with their
- * doubles): weights from subnormal to 2^40, biases from 0 to 2^20 and of
- * either sign, weight only (RMS norm), bias only, and both. */
+ * doubles): weights from subnormal to 2^127, biases from 0 to 2^127
+ * and of either sign (products overflow floats), weight only (RMS norm),
+ * bias only, and both. */
 static int check_affine_bf16(const kern_t *ref, const kern_t *fast) {
   static uint16_t x[BF16_ROW_MAX], y0[BF16_ROW_MAX], y1[BF16_ROW_MAX + 8];
   static float wf[BF16_ROW_MAX], bf[BF16_ROW_MAX];
@@ -167,7 +168,7 @@ static int check_affine_bf16(const kern_t *ref, const kern_t *fast) {
     double shift, scale, c;
     size_t n = bf16_row(&s, x, &shift, &scale, &c);
     uint64_t q = rng(&s);
-    int we = (int)(q % 60) - 40, be = (int)(q >> 8) % 40 - 20;
+    int we = (int)(q % 168) - 40, be = (int)(q >> 8) % 148 - 20;
     if (q % 17 == 0) we = -135; /* products in the subnormal floats */
     for (size_t i = 0; i < n; i++) {
       double u = (double)(rng(&s) >> 11) * 0x1p-53;

@@ -119,17 +119,20 @@ double engine_sumsq(const norm_tensor_t *x, const layout_t *l, size_t g) {
   return sq;
 }
 
-/* Float copies of a prepared weight / bias vector, and whether they keep
- * the float path's bounds; 0 if not. */
+/* Float copies of a prepared weight / bias vector when they are exact
+ * (float32, float16, bfloat16 entries, all finite; an absent tensor
+ * counts), and in *max the largest |entry|; 0 if not. */
 static int prepare_float(const norm_tensor_t *t, const double *d, float *out,
-                         double limit) {
+                         double *max) {
+  *max = 0.0;
   if (t == NULL) return 1;
   if (d == NULL || t->dtype == NORM_F64) return 0; /* float64: not exact */
   size_t n;
   norm_tensor_check(t, &n, NULL);
   for (size_t i = 0; i < n; i++) {
-    if (!(fabs(d[i]) <= limit)) return 0; /* NaN too */
-    out[i] = (float)d[i];                 /* exact: a float16/bfloat16/float */
+    if (!isfinite(d[i])) return 0;
+    if (fabs(d[i]) > *max) *max = fabs(d[i]);
+    out[i] = (float)d[i]; /* exact: a float16/bfloat16/float */
   }
   return 1;
 }
@@ -157,11 +160,12 @@ void engine_affine_init(affine_t *a, const layout_t *l,
       *out[i] = buf[i];
     }
   }
-  if (prepare_float(weight, a->w, a->wfbuf, 1e30) &&
-      prepare_float(bias, a->b, a->bfbuf, 1.0)) {
-    a->float_ok = 1;
+  double wmax, bmax;
+  if (prepare_float(weight, a->w, a->wfbuf, &wmax) &&
+      prepare_float(bias, a->b, a->bfbuf, &bmax)) {
     a->wf = weight ? a->wfbuf : NULL;
     a->bf = bias ? a->bfbuf : NULL;
+    a->float_ok = wmax <= 1e30 && bmax <= 1.0;
   }
 }
 
@@ -195,7 +199,7 @@ void engine_apply(const norm_tensor_t *x, norm_tensor_t *y, const layout_t *l,
                     stream);
       continue;
     }
-    if (per_element && a->float_ok && k->affine_bf16 &&
+    if (per_element && (a->wf || a->bf) && k->affine_bf16 &&
         x->dtype == NORM_BF16 && y->dtype == NORM_BF16) { /* exact */
       size_t at = base * sizeof(uint16_t);
       k->affine_bf16((const uint16_t *)((const char *)x->data + at),

@@ -56,9 +56,10 @@ typedef struct {
   const norm_tensor_t *weight, *bias; /* NULL: w = 1, b = 0 */
   const double *w, *b;                /* prepared entries, or NULL */
   double wbuf[ENGINE_PREP], bbuf[ENGINE_PREP];
-  /* The same as floats, when the float path of engine_apply may be used
-   * for float32 rows: weights and biases exact in float (float32, float16,
-   * bfloat16), |w| <= 1e30, |b| <= 1 (see engine_apply). */
+  /* The same as floats, when they are exact in float (float32, float16,
+   * bfloat16, finite); NULL otherwise, or absent. The bfloat16 float path
+   * of engine_apply takes them as they are; the float32 one only when
+   * float_ok: |w| <= 1e30, |b| <= 1 besides (see engine_apply). */
   int float_ok;
   const float *wf, *bf;
   float wfbuf[ENGINE_PREP], bfbuf[ENGINE_PREP];
