@@ -80,7 +80,12 @@ void engine_affine_init(affine_t *a, const layout_t *l,
  * |b| <= 1 the error stays below 5.4e-7 max(1, |y|): inside the 1e-6
  * max(1, |y|) contract of the tests, though not the same bits as the
  * double path (which half-precision outputs keep). No intermediate
- * overflows: |d| <= 1e37 and |d scale| <= sqrt(count). */
+ * overflows: |d| <= 1e37 and |d scale| <= sqrt(count).
+ *
+ * bfloat16 rows with per-element weights whose float copies exist (a->wf,
+ * a->bf) run in float lanes too where the table has them (kern.h's
+ * affine_bf16), with the same bits as the double path: each lane proves it
+ * rounds alike or takes the double path. */
 void engine_apply(const norm_tensor_t *x, norm_tensor_t *y, const layout_t *l,
                   size_t g, double shift, double scale, const affine_t *a,
                   int bounded);
