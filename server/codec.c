@@ -6,8 +6,9 @@
 #include <string.h>
 #include <strings.h>
 
-static const codec_t *const codecs[] = {&codec_json, &codec_framed, &codec_npy,
-                                        NULL};
+const codec_t *const codecs_all[] = {&codec_json, &codec_framed, &codec_npy,
+                                     NULL};
+const codec_t *const codecs_no_npy[] = {&codec_json, &codec_framed, NULL};
 
 /* Length of the media type at s, without parameters or surrounding space. */
 static size_t media_type_span(const char *s, const char **start) {
@@ -19,9 +20,9 @@ static size_t media_type_span(const char *s, const char **start) {
 }
 
 static const codec_t *codec_matching(const char *type, size_t n) {
-  for (int i = 0; codecs[i] != NULL; i++) {
-    const char *mt = codecs[i]->media_type;
-    if (strlen(mt) == n && strncasecmp(mt, type, n) == 0) return codecs[i];
+  for (int i = 0; codecs_all[i] != NULL; i++) {
+    const char *mt = codecs_all[i]->media_type;
+    if (strlen(mt) == n && strncasecmp(mt, type, n) == 0) return codecs_all[i];
   }
   return NULL;
 }
@@ -56,7 +57,7 @@ static int listed(const codec_t *c, const codec_t *const *list) {
 
 const codec_t *codec_for_accept(const char *accept,
                                 const codec_t *request_codec) {
-  return codec_for_accept_among(accept, request_codec, codecs);
+  return codec_for_accept_among(accept, request_codec, codecs_all);
 }
 
 const codec_t *codec_for_accept_among(const char *accept,

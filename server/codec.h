@@ -49,6 +49,13 @@ extern const codec_t codec_framed; /* application/octet-stream: JSON header
 extern const codec_t codec_npy;    /* application/x-npy */
 extern const codec_t codec_kserve; /* KServe v2 inference protocol */
 
+/* The /v1 formats an operation takes and answers (NULL-terminated; the
+ * `takes` and `answers` columns of OPS_MAP): all three, or all but .npy
+ * (for operations with no input tensor to carry, or no output tensor to
+ * answer with). */
+extern const codec_t *const codecs_all[];
+extern const codec_t *const codecs_no_npy[];
+
 /* The codec for a Content-Type header value (parameters such as charset
  * are ignored; NULL or empty means JSON). NULL when unsupported (415). */
 const codec_t *codec_for_content_type(const char *content_type);

@@ -35,7 +35,7 @@ static int v1_decode(const codec_input_t *in, const limits_t *lim,
 static int framed_decode(const codec_input_t *in, const limits_t *lim,
                          request_t *req, problem_t *prob) {
   if (in->header_length < 0)
-    return problem_set(prob, 400, "missing_header_length", NULL,
+    return problem_set(prob, PROBLEM_MISSING_HEADER_LENGTH, NULL,
                        "application/octet-stream bodies need the header "
                        "Inference-Header-Content-Length (the size of the JSON "
                        "header that starts the body)");
@@ -57,12 +57,21 @@ static void put_tensor(buf_t *b, tail_t *tail, const norm_tensor_t *t) {
   }
 }
 
-/* ,"name":[...] when v is there. */
-static void put_named(buf_t *b, const char *name, const double *v, size_t n,
+/* "name":{"shape":[...],"mean":[...],"var":[...],"rms":[...],"rstd":[...]}
+ * after *sep, with those of stats[] (in that order) that are there. */
+static void put_stats(buf_t *b, const char **sep, const char *name,
+                      const result_t *res, const double *const stats[4],
                       norm_dtype_t dtype) {
-  if (v == NULL) return;
-  buf_printf(b, ",\"%s\":", name);
-  encode_doubles(b, v, n, dtype);
+  static const char *const names[4] = {"mean", "var", "rms", "rstd"};
+  buf_printf(b, "%s\"%s\":{\"shape\":", *sep, name);
+  encode_shape(b, res->stats_rank, res->stats_shape);
+  for (int k = 0; k < 4; k++)
+    if (stats[k] != NULL) {
+      buf_printf(b, ",\"%s\":", names[k]);
+      encode_doubles(b, stats[k], res->ngroups, dtype);
+    }
+  buf_putc(b, '}');
+  *sep = ",";
 }
 
 static void put_moments(buf_t *b, const result_t *res) {
@@ -161,32 +170,20 @@ static void put_norm_result(buf_t *b, tail_t *tail, const request_t *req,
     sep = ",";
   }
   if (req->ret & RET_STATS) {
-    buf_printf(b, "%s\"stats\":{\"shape\":", sep);
-    encode_shape(b, res->stats_rank, res->stats_shape);
-    put_named(b, "mean", res->mean, res->ngroups, sdt);
-    put_named(b, "var", res->var, res->ngroups, sdt);
-    put_named(b, "rms", res->rms, res->ngroups, sdt);
-    put_named(b, "rstd", res->rstd, res->ngroups, sdt);
-    buf_putc(b, '}');
-    sep = ",";
+    const double *stats[] = {res->mean, res->var, res->rms, res->rstd};
+    put_stats(b, &sep, "stats", res, stats, sdt);
   }
   if (req->ret & RET_OUTPUT_STATS) {
-    buf_printf(b, "%s\"output_stats\":{\"shape\":", sep);
-    encode_shape(b, res->stats_rank, res->stats_shape);
-    put_named(b, "mean", res->out_mean, res->ngroups, sdt);
-    put_named(b, "var", res->out_var, res->ngroups, sdt);
-    put_named(b, "rms", res->out_rms, res->ngroups, sdt);
-    buf_putc(b, '}');
-    sep = ",";
+    const double *stats[] = {res->out_mean, res->out_var, res->out_rms, NULL};
+    put_stats(b, &sep, "output_stats", res, stats, sdt);
   }
-  if ((req->ret & RET_RUNNING) && req->op == OP_BATCH &&
-      req->batch.mode == NORM_TRAIN && req->running_mean.present) {
+  if ((req->ret & RET_RUNNING) && res->has_running) {
     buf_printf(b, "%s\"running_mean\":", sep);
-    put_tensor(b, tail, &req->running_mean.t);
+    put_tensor(b, tail, &res->running_mean);
     buf_puts(b, ",\"running_var\":");
-    put_tensor(b, tail, &req->running_var.t);
+    put_tensor(b, tail, &res->running_var);
     buf_printf(b, ",\"num_batches_tracked\":%lld",
-               (long long)req->batch.num_batches_tracked);
+               (long long)res->num_batches_tracked);
     sep = ",";
   }
   put_teaching(b, req, res, sdt, &sep);
@@ -199,14 +196,16 @@ static int encode_v1(const request_t *req, const result_t *res, int binary,
   tail_t tail;
   buf_init(&b);
   tail_init(&tail);
-  if (req->op == OP_MOMENTS || req->op == OP_MOMENTS_MERGE) {
+  switch (op_info(req->op)->kind) { /* what the answer holds */
+  case OP_KIND_NORM: put_norm_result(&b, binary ? &tail : NULL, req, res); break;
+  case OP_KIND_STATS:
     put_moments(&b, res);
     binary = 0; /* nothing tensor-sized to frame */
-  } else if (req->op == OP_RESIDUAL) {
+    break;
+  case OP_KIND_EXPERIMENT:
     put_residual(&b, req, res);
     binary = 0;
-  } else {
-    put_norm_result(&b, binary ? &tail : NULL, req, res);
+    break;
   }
   return encode_finish_json(&b, binary ? &tail : NULL, out, prob);
 }

@@ -1,5 +1,5 @@
-/* codec_kserve.c -- the KServe v2 / Open Inference Protocol: models
- * layer_norm, rms_norm, batch_norm, group_norm, instance_norm.
+/* codec_kserve.c -- the KServe v2 / Open Inference Protocol: one model per
+ * operation that has one in the operation list (ops.h: layer_norm, ...).
  *
  * A v2 inference request names its tensors ("inputs": input, weight, bias,
  * running_mean, running_var, and mean/var for batch mode "given") and puts
@@ -22,15 +22,6 @@
 #include "kserve.h"
 
 static const struct {
-  const char *model;
-  op_t op;
-} models[] = {
-    {"layer_norm", OP_LAYER},   {"rms_norm", OP_RMS},
-    {"batch_norm", OP_BATCH},   {"group_norm", OP_GROUP},
-    {"instance_norm", OP_INSTANCE},
-};
-
-static const struct {
   const char *v2;
   norm_dtype_t dtype;
 } datatypes[] = {
@@ -47,19 +38,21 @@ static const struct {
     {"running_var", V2_OUT_RUNNING_VAR},
 };
 
+/* The models are the model column of the operation list (ops.h). */
 int kserve_model_op(const char *model, op_t *op) {
-  for (size_t i = 0; i < sizeof models / sizeof models[0]; i++)
-    if (strcmp(models[i].model, model) == 0) {
-      *op = models[i].op;
+  for (int i = 0; i < OP_COUNT; i++) {
+    const char *name = op_info((op_t)i)->model;
+    if (name != NULL && strcmp(name, model) == 0) {
+      *op = (op_t)i;
       return 0;
     }
+  }
   return -1;
 }
 
 const char *kserve_model_name(op_t op) {
-  for (size_t i = 0; i < sizeof models / sizeof models[0]; i++)
-    if (models[i].op == op) return models[i].model;
-  return "unknown";
+  const char *name = (unsigned)op < OP_COUNT ? op_info(op)->model : NULL;
+  return name != NULL ? name : "unknown";
 }
 
 static const char *v2_datatype(norm_dtype_t dtype) {
@@ -82,7 +75,7 @@ static unsigned outputs_of(op_t op, const request_t *req) {
 
 static int v2_error(problem_t *prob, const char *field, const char *fmt,
                     const char *arg) {
-  return problem_set(prob, 400, "bad_inference_request", field, fmt, arg);
+  return problem_set(prob, PROBLEM_BAD_INFERENCE_REQUEST, field, fmt, arg);
 }
 
 /* One entry of "inputs" as a /v1 tensor object under its name. */
@@ -111,7 +104,7 @@ static int translate_input(const json_t *in, json_t *obj, problem_t *prob) {
                     datatype);
   json_t *t = json_pack("{s:O, s:s}", "shape", shape, "dtype", dtype);
   const json_t *size = json_is_object(params) ? json_object_get(params, "binary_data_size") : NULL;
-  if (t == NULL) return problem_set(prob, 500, "out_of_memory", NULL, "out of memory");
+  if (t == NULL) return problem_set(prob, PROBLEM_OUT_OF_MEMORY, NULL, "out of memory");
   if (size != NULL)
     json_object_set_new(t, "parameters", json_pack("{s:O}", "binary_data_size", size));
   else if (data != NULL)
@@ -153,7 +146,7 @@ static int kserve_decode(const codec_input_t *in, const limits_t *lim,
     return -1;
   json_t *root = NULL, *obj = json_object();
   int rc = -1;
-  if (obj == NULL) return problem_set(prob, 500, "out_of_memory", NULL, "out of memory");
+  if (obj == NULL) return problem_set(prob, PROBLEM_OUT_OF_MEMORY, NULL, "out of memory");
   if (decode_json_root(&ctx, in->body, json_len, &root, prob) != 0) goto done;
   const char *key;
   json_t *value;
@@ -254,9 +247,9 @@ static int kserve_encode(const request_t *req, const result_t *res,
     buf_puts(&b, ",\"id\":");
     encode_string(&b, req->v2_id);
   }
-  if (req->op == OP_BATCH && req->batch.mode == NORM_TRAIN && req->running_mean.present)
+  if (res->has_running)
     buf_printf(&b, ",\"parameters\":{\"num_batches_tracked\":%lld}",
-               (long long)req->batch.num_batches_tracked);
+               (long long)res->num_batches_tracked);
   buf_puts(&b, ",\"outputs\":[");
   int first = 1;
   const int r = res->stats_rank;
@@ -267,11 +260,11 @@ static int kserve_encode(const request_t *req, const result_t *res,
   put_output(&b, &tail, req, V2_OUT_VAR, "var", NULL, res->var, r, s, sdt, n, &first);
   put_output(&b, &tail, req, V2_OUT_RMS, "rms", NULL, res->rms, r, s, sdt, n, &first);
   put_output(&b, &tail, req, V2_OUT_RSTD, "rstd", NULL, res->rstd, r, s, sdt, n, &first);
-  if (req->running_mean.present && req->batch.mode == NORM_TRAIN) {
+  if (res->has_running) {
     put_output(&b, &tail, req, V2_OUT_RUNNING_MEAN, "running_mean",
-               &req->running_mean.t, NULL, 0, NULL, sdt, 0, &first);
+               &res->running_mean, NULL, 0, NULL, sdt, 0, &first);
     put_output(&b, &tail, req, V2_OUT_RUNNING_VAR, "running_var",
-               &req->running_var.t, NULL, 0, NULL, sdt, 0, &first);
+               &res->running_var, NULL, 0, NULL, sdt, 0, &first);
   }
   buf_puts(&b, "]}");
   int binary = tail.n > 0;
@@ -288,11 +281,19 @@ void kserve_model_metadata(op_t op, buf_t *b) {
   const char *stats_shape = op == OP_GROUP || op == OP_INSTANCE ? "[-1,-1]" : "[-1]";
   buf_printf(b, "{\"name\":\"%s\",\"versions\":[\"1\"],\"platform\":\"normd\","
                 "\"inputs\":[", kserve_model_name(op));
-  const char *inputs[] = {"input", "weight", "bias", "running_mean", "running_var"};
-  size_t ninputs = op == OP_RMS ? 2 : op == OP_BATCH ? 5 : 3;
-  for (size_t i = 0; i < ninputs; i++)
-    buf_printf(b, "%s{\"name\":\"%s\",\"datatype\":\"FP32\",\"shape\":%s}",
-               i ? "," : "", inputs[i], i == 0 ? input_shape : "[-1]");
+  /* the op's tensor fields (mode given's mean and var are not listed) */
+  static const struct {
+    const char *name;
+    unsigned long long field;
+  } inputs[] = {{"input", FIELD(INPUT)},
+                {"weight", FIELD(WEIGHT)},
+                {"bias", FIELD(BIAS)},
+                {"running_mean", FIELD(RUNNING_MEAN)},
+                {"running_var", FIELD(RUNNING_VAR)}};
+  for (size_t i = 0, listed = 0; i < sizeof inputs / sizeof inputs[0]; i++)
+    if (op_info(op)->fields & inputs[i].field)
+      buf_printf(b, "%s{\"name\":\"%s\",\"datatype\":\"FP32\",\"shape\":%s}",
+                 listed++ ? "," : "", inputs[i].name, i == 0 ? input_shape : "[-1]");
   buf_puts(b, "],\"outputs\":[");
   unsigned outs = outputs_of(op, NULL) |
                   (op == OP_BATCH ? V2_OUT_RUNNING_MEAN | V2_OUT_RUNNING_VAR : 0);

@@ -77,7 +77,7 @@ static int read_word(cursor_t *c, const char *word) {
 }
 
 static int bad_header(problem_t *prob, const char *why) {
-  return problem_set(prob, 400, "npy_bad_header", "input",
+  return problem_set(prob, PROBLEM_NPY_BAD_HEADER, "input",
                      ".npy header is not a valid dict literal: %s", why);
 }
 
@@ -125,7 +125,7 @@ static int read_descr(const char *descr, npy_header_t *h, problem_t *prob) {
       h->big_endian = known[i].big_endian;
       return 0;
     }
-  return problem_set(prob, 415, "npy_unsupported_dtype", "input",
+  return problem_set(prob, PROBLEM_NPY_UNSUPPORTED_DTYPE, "input",
                      ".npy dtype '%s' is not supported; send <f4, <f8 or <f2 "
                      "(or big-endian >f4, >f8, >f2)", descr);
 }
@@ -212,7 +212,7 @@ static int read_npy(const char *body, size_t len, const limits_t *lim,
                     req_tensor_t *out, problem_t *prob) {
   const unsigned char *b = (const unsigned char *)body;
   if (len < 10 || memcmp(b, npy_magic, sizeof npy_magic) != 0)
-    return problem_set(prob, 400, "npy_bad_magic", "input",
+    return problem_set(prob, PROBLEM_NPY_BAD_MAGIC, "input",
                        "the body is not a .npy file (no \\x93NUMPY magic)");
   unsigned major = b[6];
   size_t header_len, offset;
@@ -221,16 +221,16 @@ static int read_npy(const char *body, size_t len, const limits_t *lim,
     offset = 10;
   } else if (major == 2 || major == 3) {
     if (len < 12)
-      return problem_set(prob, 400, "npy_truncated", "input", ".npy file is truncated");
+      return problem_set(prob, PROBLEM_NPY_TRUNCATED, "input", ".npy file is truncated");
     header_len = (size_t)b[8] | (size_t)b[9] << 8 | (size_t)b[10] << 16 |
                  (size_t)b[11] << 24;
     offset = 12;
   } else {
-    return problem_set(prob, 400, "npy_bad_version", "input",
+    return problem_set(prob, PROBLEM_NPY_BAD_VERSION, "input",
                        ".npy format version %u.%u is not 1, 2 or 3", major, b[7]);
   }
   if (header_len > len - offset)
-    return problem_set(prob, 400, "npy_truncated", "input",
+    return problem_set(prob, PROBLEM_NPY_TRUNCATED, "input",
                        ".npy header length %zu runs past the body (%zu bytes)",
                        header_len, len);
   npy_header_t h;
@@ -244,12 +244,12 @@ static int read_npy(const char *body, size_t len, const limits_t *lim,
   int err = norm_tensor_check(&out->t, &numel, &nbytes);
   if (err != NORM_OK) return problem_from_norm(prob, err, "input");
   if (numel > lim->max_elements)
-    return problem_set(prob, 413, "too_many_elements", "input",
+    return problem_set(prob, PROBLEM_TOO_MANY_ELEMENTS, "input",
                        "input has %zu elements; the limit is %zu", numel,
                        lim->max_elements);
   size_t data_len = len - offset - header_len;
   if (data_len != nbytes)
-    return problem_set(prob, 400, "npy_size_mismatch", "input",
+    return problem_set(prob, PROBLEM_NPY_SIZE_MISMATCH, "input",
                        ".npy shape and dtype need %zu data bytes, the body has %zu",
                        nbytes, data_len);
   const unsigned char *src = b + offset + header_len;
@@ -263,7 +263,7 @@ static int read_npy(const char *body, size_t len, const limits_t *lim,
   out->t.data = malloc(nbytes ? nbytes : 1);
   if (out->t.data == NULL) {
     out->present = false;
-    return problem_set(prob, 500, "out_of_memory", "input", "out of memory");
+    return problem_set(prob, PROBLEM_OUT_OF_MEMORY, "input", "out of memory");
   }
   copy_elements(&h, src, out->t.data, numel, size);
   return 0;
@@ -275,7 +275,7 @@ static int npy_decode(const codec_input_t *in, const limits_t *lim,
   json_t *params = json_object();
   decode_ctx_t ctx = {.lim = lim};
   if (params == NULL)
-    return problem_set(prob, 500, "out_of_memory", NULL, "out of memory");
+    return problem_set(prob, PROBLEM_OUT_OF_MEMORY, NULL, "out of memory");
   int rc = decode_query(in->query, in->nquery, params, prob);
   if (rc == 0) rc = decode_request(&ctx, params, in->op, req, prob);
   json_decref(params);
@@ -292,11 +292,11 @@ static int npy_encode(const request_t *req, const result_t *res, reply_t *out,
                       : t->dtype == NORM_F16 ? "<f2"
                                              : NULL;
   if (t->data == NULL) /* negotiation offers .npy for the norms only */
-    return problem_set(prob, 406, "not_acceptable", NULL,
+    return problem_set(prob, PROBLEM_NOT_ACCEPTABLE, NULL,
                        "%s has no .npy answer; ask for application/json",
                        op_name(req->op));
   if (descr == NULL)
-    return problem_set(prob, 406, "not_acceptable", "output_dtype",
+    return problem_set(prob, PROBLEM_NOT_ACCEPTABLE, "output_dtype",
                        ".npy has no bfloat16; ask for output_dtype float32 or "
                        "Accept: application/octet-stream");
   buf_t b;

@@ -1,7 +1,11 @@
-/* compute.c -- the bridge from a request_t to core/: allocates outputs and
- * statistics, calls the kernel for the op, and derives output statistics
- * (the "mean 0, variance 1" check; "rms 1" for RMS norm) with norm_moments
- * over the same groups.
+/* compute.c -- the bridge from a request_t to core/: one compute function
+ * per operation (the compute column of OPS_MAP, ops.h). The norms share
+ * one path (run_norm): allocate outputs and statistics, call the norm's
+ * kernel over its groups, derive output statistics (the "mean 0, variance
+ * 1" check; "rms 1" for RMS norm) with norm_moments over the same groups,
+ * then the teaching extras (explain.c). Everything computed goes into the
+ * result; the request is only read (the output may take over the input's
+ * memory, see output_memory).
  * A large tensor is split by group ranges across the compute pool. */
 #include "compute.h"
 
@@ -19,7 +23,7 @@
 
 static double *alloc_doubles(size_t n, problem_t *prob) {
   double *p = calloc(n ? n : 1, sizeof *p);
-  if (p == NULL) problem_set(prob, 500, "out_of_memory", NULL, "out of memory");
+  if (p == NULL) problem_set(prob, PROBLEM_OUT_OF_MEMORY, NULL, "out of memory");
   return p;
 }
 
@@ -35,49 +39,56 @@ static void stats_shape_prefix(result_t *res, const norm_tensor_t *x, int keep) 
  * its share (cpool.c explains why that cannot deadlock); smaller ones run
  * on the worker alone, with no split overhead. Groups are independent, and
  * batch norm's running statistics are per channel, so ranges never write
- * the same element. The pool has as many threads as the libuv pool
- * (config `threads`, which pool_start() publishes as UV_THREADPOOL_SIZE). */
+ * the same element. The pool has compute_init()'s thread count (the
+ * daemon's `threads`, as many as the worker pool), or one per CPU. */
 enum { SPLIT_BYTES = 1 << 20 };
 
+static int split_threads; /* compute_init's; 0: one per CPU */
 static pthread_once_t split_once = PTHREAD_ONCE_INIT;
 static cpool_t *split_pool; /* NULL: everything runs on the caller */
 
+void compute_init(int threads) { split_threads = threads; }
+
 static void split_pool_start(void) {
-  const char *env = getenv("UV_THREADPOOL_SIZE");
-  long n = env ? strtol(env, NULL, 10) : 0;
-  if (n < 1) n = sysconf(_SC_NPROCESSORS_ONLN);
+  long n = split_threads > 0 ? split_threads : sysconf(_SC_NPROCESSORS_ONLN);
   split_pool = cpool_start(n < 1 ? 1 : n > 1024 ? 1024 : (int)n);
 }
 
-/* One kernel call over a range of groups. */
+typedef struct kernel kernel_t;
+
+/* One kernel call over a range of groups: a norm's (kernel) or, with m
+ * set, norm_moments. */
 typedef struct {
-  op_t op;
-  request_t *req;
+  const kernel_t *kernel;
+  const request_t *req;
   const norm_tensor_t *x, *w, *b;
-  norm_tensor_t *rm, *rv, *y;
+  norm_tensor_t *rm, *rv, *y; /* batch norm: running stats (the result's) */
+  const norm_batch_params_t *batch; /* batch norm: this batch's parameters */
   const norm_stats_t *st;
   const norm_moments_params_t *mp; /* moments: layout and output */
   norm_moments_t *m;
 } split_t;
 
+/* A norm's part of run_norm: its group count, its kernel over a range of
+ * groups, and the shape of its statistics with the view of the output
+ * that gives per-group output statistics. */
+struct kernel {
+  int64_t (*groups)(const request_t *req, const norm_tensor_t *x);
+  int (*rows)(const split_t *s, size_t begin, size_t end);
+  /* Sets res's stats shape and *out, the layout for the output's moments
+   * (rows of trailing dims, or channels). */
+  void (*layout)(const request_t *req, const norm_tensor_t *x, result_t *res,
+                 norm_moments_params_t *out);
+  /* Each group is one contiguous run of elements: the output's moments
+   * view it as rows of a 2-D (groups, run) tensor. */
+  int contiguous_groups;
+  int rms; /* statistics are rms and rstd (no mean and var) */
+};
+
 static int split_range(void *arg, size_t begin, size_t end) {
   split_t *s = arg;
-  request_t *r = s->req;
   if (s->m != NULL) return norm_moments_rows(s->x, s->mp, s->m, begin, end);
-  switch (s->op) {
-  case OP_LAYER:
-    return norm_layer_rows(s->x, s->w, s->b, &r->layer, s->y, s->st, begin, end);
-  case OP_RMS: return norm_rms_rows(s->x, s->w, &r->rms, s->y, s->st, begin, end);
-  case OP_BATCH:
-    return norm_batch_rows(s->x, s->w, s->b, s->rm, s->rv, &r->batch, s->y,
-                           s->st, begin, end);
-  case OP_GROUP:
-    return norm_group_rows(s->x, s->w, s->b, &r->group, s->y, s->st, begin, end);
-  case OP_INSTANCE:
-    return norm_instance_rows(s->x, s->w, s->b, &r->instance, s->y, s->st,
-                              begin, end);
-  default: return NORM_E_ARG;
-  }
+  return s->kernel->rows(s, begin, end);
 }
 
 /* Runs s over groups [0, groups) of an input of `bytes` bytes. */
@@ -114,7 +125,7 @@ static int output_moments(result_t *res, const norm_tensor_t *view,
   if (m == NULL || res->out_mean == NULL || res->out_var == NULL ||
       (with_rms && res->out_rms == NULL)) {
     free(m);
-    return problem_set(prob, 500, "out_of_memory", NULL, "out of memory");
+    return problem_set(prob, PROBLEM_OUT_OF_MEMORY, NULL, "out of memory");
   }
   int err = moments_split(view, &mp, m, res->ngroups);
   for (size_t g = 0; err == NORM_OK && g < res->ngroups; g++) {
@@ -128,29 +139,17 @@ static int output_moments(result_t *res, const norm_tensor_t *view,
 }
 
 /* The request field a core error is about. */
-static const char *field_of(int err) {
+static const char *field_of(int err, const request_t *req) {
   switch (err) {
   case NORM_E_WEIGHT: return "weight";
   case NORM_E_BIAS: return "bias";
-  case NORM_E_RUNNING: return "running_mean";
+  case NORM_E_RUNNING: /* mode given's statistics stand in their place */
+    return req->batch_given ? "mean" : "running_mean";
   case NORM_E_GROUPS: return "num_groups";
   case NORM_E_EPS: return "eps";
   case NORM_E_MOMENTUM: return "momentum";
   default: return "input";
   }
-}
-
-static int merge_parts(request_t *req, result_t *res, problem_t *prob) {
-  res->ngroups = req->ngroups;
-  res->stats_rank = 1;
-  res->stats_shape[0] = (int64_t)req->ngroups;
-  res->moments = calloc(req->ngroups ? req->ngroups : 1, sizeof *res->moments);
-  if (res->moments == NULL)
-    return problem_set(prob, 500, "out_of_memory", NULL, "out of memory");
-  for (size_t p = 0; p < req->nparts; p++)
-    for (size_t g = 0; g < req->ngroups; g++)
-      norm_moments_merge(&res->moments[g], &req->parts[p * req->ngroups + g]);
-  return 0;
 }
 
 /* The output's memory: the input's own (y aliasing x, which core/ allows
@@ -159,7 +158,7 @@ static int merge_parts(request_t *req, result_t *res, problem_t *prob) {
  * one tensor's memory instead of two, and the kernels write the lines they
  * have just read. bench/http_bench.sh, 512x2048 framed: 16 concurrent
  * requests peaked at 72 MiB instead of 96. */
-static int output_memory(request_t *req, result_t *res, size_t numel) {
+static int output_memory(const request_t *req, result_t *res, size_t numel) {
   const req_tensor_t *in = &req->input;
   int writable = !in->borrowed || req->body_mem != NULL;
   if (writable && req->output_dtype == in->t.dtype &&
@@ -172,53 +171,26 @@ static int output_memory(request_t *req, result_t *res, size_t numel) {
   return res->output.data != NULL ? 0 : -1;
 }
 
-int compute_run(request_t *req, result_t *res, problem_t *prob) {
-  memset(res, 0, sizeof *res);
-  if (req->op == OP_MOMENTS_MERGE) return merge_parts(req, res, prob);
-  if (req->op == OP_RESIDUAL) return simulate_run(req, res, prob);
+/* ---- the norms ----------------------------------------------------------- */
 
-  norm_tensor_t *x = &req->input.t;
-  const norm_tensor_t *w = req->weight.present ? &req->weight.t : NULL;
-  const norm_tensor_t *b = req->bias.present ? &req->bias.t : NULL;
+/* The path every norm takes; split carries what one norm adds (batch
+ * norm's running statistics and parameters). */
+static int run_norm(const request_t *req, result_t *res, problem_t *prob,
+                    const kernel_t *k, split_t split) {
+  const norm_tensor_t *x = &req->input.t;
   size_t numel;
   int err = norm_tensor_check(x, &numel, NULL);
   if (err != NORM_OK) return problem_from_norm(prob, err, "input");
-
-  int64_t groups;
-  switch (req->op) {
-  case OP_LAYER: groups = norm_layer_groups(x, &req->layer); break;
-  case OP_RMS: groups = norm_rms_groups(x, &req->rms); break;
-  case OP_BATCH: groups = norm_batch_groups(x); break;
-  case OP_GROUP: groups = norm_group_groups(x, &req->group); break;
-  case OP_INSTANCE: groups = norm_instance_groups(x); break;
-  default: groups = norm_moments_groups(x, &req->moments); break;
-  }
-  if (groups < 0) return problem_from_norm(prob, (int)groups, field_of((int)groups));
+  int64_t groups = k->groups(req, x);
+  if (groups < 0)
+    return problem_from_norm(prob, (int)groups, field_of((int)groups, req));
   res->ngroups = (size_t)groups;
-
-  if (req->op == OP_MOMENTS) {
-    int keep = req->moments.layout == NORM_MOMENTS_ROWS
-                   ? x->rank - req->moments.normalized_ndim
-                   : 0;
-    stats_shape_prefix(res, x, keep);
-    if (req->moments.layout == NORM_MOMENTS_CHANNELS) {
-      res->stats_rank = 1;
-      res->stats_shape[0] = x->shape[1];
-    }
-    res->moments = malloc(res->ngroups * sizeof *res->moments);
-    if (res->moments == NULL)
-      return problem_set(prob, 500, "out_of_memory", NULL, "out of memory");
-    err = moments_split(x, &req->moments, res->moments, res->ngroups);
-    if (err != NORM_OK) return problem_from_norm(prob, err, "input");
-    metrics_add_elements("moments", numel);
-    return 0;
-  }
 
   res->output = *x;
   res->output.dtype = req->output_dtype;
   if (output_memory(req, res, numel) != 0)
-    return problem_set(prob, 500, "out_of_memory", NULL, "out of memory");
-  if (req->op == OP_RMS) {
+    return problem_set(prob, PROBLEM_OUT_OF_MEMORY, NULL, "out of memory");
+  if (k->rms) {
     res->rms = alloc_doubles(res->ngroups, prob);
   } else {
     res->mean = alloc_doubles(res->ngroups, prob);
@@ -227,67 +199,215 @@ int compute_run(request_t *req, result_t *res, problem_t *prob) {
   res->rstd = alloc_doubles(res->ngroups, prob);
   if (prob->status) return -1;
   norm_stats_t st = {res->mean, res->var, res->rstd, res->rms};
-  split_t split = {.op = req->op, .req = req, .x = x, .w = w, .b = b,
-                   .y = &res->output, .st = &st};
-  size_t in_bytes = tensor_bytes(x);
-
+  split.kernel = k;
+  split.req = req;
+  split.x = x;
+  split.w = req->weight.present ? &req->weight.t : NULL;
+  split.b = req->bias.present ? &req->bias.t : NULL;
+  split.y = &res->output;
+  split.st = &st;
+  err = split_run(&split, res->ngroups, tensor_bytes(x));
   norm_moments_params_t out_layout = {NORM_MOMENTS_ROWS, 1};
-  switch (req->op) {
-  case OP_LAYER:
-    err = split_run(&split, res->ngroups, in_bytes);
-    stats_shape_prefix(res, x, x->rank - req->layer.normalized_ndim);
-    out_layout.normalized_ndim = req->layer.normalized_ndim;
-    break;
-  case OP_RMS:
-    err = split_run(&split, res->ngroups, in_bytes);
-    stats_shape_prefix(res, x, x->rank - req->rms.normalized_ndim);
-    out_layout.normalized_ndim = req->rms.normalized_ndim;
-    break;
-  case OP_BATCH: {
-    norm_tensor_t *rm = req->running_mean.present ? &req->running_mean.t : NULL;
-    norm_tensor_t *rv = req->running_var.present ? &req->running_var.t : NULL;
-    if (req->batch.mode == NORM_TRAIN) { /* as torch's buffer: this batch counts */
-      req->batch.num_batches_tracked += 1;
-      req->batch.cumulative = req->batch_momentum_null;
-    }
-    split.rm = rm;
-    split.rv = rv;
-    err = split_run(&split, res->ngroups, in_bytes);
-    res->stats_rank = 1;
-    res->stats_shape[0] = x->shape[1];
-    out_layout.layout = NORM_MOMENTS_CHANNELS;
-    break;
-  }
-  case OP_GROUP:
-    err = split_run(&split, res->ngroups, in_bytes);
-    res->stats_rank = 2;
-    res->stats_shape[0] = x->shape[0];
-    res->stats_shape[1] = req->group.num_groups;
-    break;
-  case OP_INSTANCE:
-    err = split_run(&split, res->ngroups, in_bytes);
-    stats_shape_prefix(res, x, 2);
-    break;
-  default: err = NORM_E_ARG; break;
-  }
-  if (err != NORM_OK)
-    return problem_from_norm(prob, err,
-                             err == NORM_E_RUNNING && req->batch_given
-                                 ? "mean" /* the given statistics */
-                                 : field_of(err));
-  metrics_add_elements(op_name(req->op), numel);
+  k->layout(req, x, res, &out_layout);
+  if (err != NORM_OK) return problem_from_norm(prob, err, field_of(err, req));
+  metrics_add_elements(op_info(req->op)->metric, numel);
 
   if (req->ret & RET_OUTPUT_STATS) {
     norm_tensor_t out_view = res->output;
-    if (req->op == OP_GROUP || req->op == OP_INSTANCE) {
-      /* each (n, g) or (n, c) group is contiguous: rows of a 2-D view */
+    if (k->contiguous_groups) {
       out_view.rank = 2;
       out_view.shape[0] = (int64_t)res->ngroups;
       out_view.shape[1] = (int64_t)(numel / res->ngroups);
     }
-    int with_rms = req->op == OP_RMS;
-    if (output_moments(res, &out_view, out_layout, with_rms, prob) != 0)
+    if (output_moments(res, &out_view, out_layout, k->rms, prob) != 0)
       return -1;
   }
   return explain_run(req, res, prob);
+}
+
+/* Layer and RMS norm: per row of the trailing normalized_ndim dims. */
+static void rows_layout(int ndim, const norm_tensor_t *x, result_t *res,
+                        norm_moments_params_t *out) {
+  stats_shape_prefix(res, x, x->rank - ndim);
+  out->normalized_ndim = ndim;
+}
+
+static int64_t layer_groups(const request_t *req, const norm_tensor_t *x) {
+  return norm_layer_groups(x, &req->layer);
+}
+static int layer_rows(const split_t *s, size_t begin, size_t end) {
+  return norm_layer_rows(s->x, s->w, s->b, &s->req->layer, s->y, s->st, begin,
+                         end);
+}
+static void layer_layout(const request_t *req, const norm_tensor_t *x,
+                         result_t *res, norm_moments_params_t *out) {
+  rows_layout(req->layer.normalized_ndim, x, res, out);
+}
+static int compute_layer(const request_t *req, result_t *res, problem_t *prob) {
+  static const kernel_t k = {layer_groups, layer_rows, layer_layout, 0, 0};
+  return run_norm(req, res, prob, &k, (split_t){0});
+}
+
+static int64_t rms_groups(const request_t *req, const norm_tensor_t *x) {
+  return norm_rms_groups(x, &req->rms);
+}
+static int rms_rows(const split_t *s, size_t begin, size_t end) {
+  return norm_rms_rows(s->x, s->w, &s->req->rms, s->y, s->st, begin, end);
+}
+static void rms_layout(const request_t *req, const norm_tensor_t *x,
+                       result_t *res, norm_moments_params_t *out) {
+  rows_layout(req->rms.normalized_ndim, x, res, out);
+}
+static int compute_rms(const request_t *req, result_t *res, problem_t *prob) {
+  static const kernel_t k = {rms_groups, rms_rows, rms_layout, 0, 1};
+  return run_norm(req, res, prob, &k, (split_t){0});
+}
+
+/* Batch norm: per channel. */
+static int64_t batch_groups(const request_t *req, const norm_tensor_t *x) {
+  (void)req;
+  return norm_batch_groups(x);
+}
+static int batch_rows(const split_t *s, size_t begin, size_t end) {
+  return norm_batch_rows(s->x, s->w, s->b, s->rm, s->rv, s->batch, s->y, s->st,
+                         begin, end);
+}
+static void channel_layout(const request_t *req, const norm_tensor_t *x,
+                           result_t *res, norm_moments_params_t *out) {
+  (void)req;
+  res->stats_rank = 1;
+  res->stats_shape[0] = x->shape[1];
+  out->layout = NORM_MOMENTS_CHANNELS;
+}
+
+/* A copy of a request tensor the result owns (the kernel may update it).
+ * 0, or -1 out of memory. */
+static int copy_tensor(norm_tensor_t *dst, const req_tensor_t *src) {
+  *dst = src->t;
+  size_t bytes = tensor_bytes(&src->t);
+  dst->data = malloc(bytes ? bytes : 1);
+  if (dst->data == NULL) return -1;
+  memcpy(dst->data, src->t.data, bytes);
+  return 0;
+}
+
+/* The running statistics are the kernel's to read (eval) or update
+ * (train), so it works on the result's copies: in train mode they are the
+ * answer, with this batch counted (as torch's buffer counts it). */
+static int compute_batch(const request_t *req, result_t *res, problem_t *prob) {
+  static const kernel_t k = {batch_groups, batch_rows, channel_layout, 0, 0};
+  norm_batch_params_t p = req->batch;
+  if (p.mode == NORM_TRAIN) {
+    p.num_batches_tracked += 1;
+    p.cumulative = req->batch_momentum_null;
+  }
+  if ((req->running_mean.present &&
+       copy_tensor(&res->running_mean, &req->running_mean) != 0) ||
+      (req->running_var.present &&
+       copy_tensor(&res->running_var, &req->running_var) != 0))
+    return problem_set(prob, PROBLEM_OUT_OF_MEMORY, NULL, "out of memory");
+  res->has_running = p.mode == NORM_TRAIN && req->running_mean.present;
+  res->num_batches_tracked = p.num_batches_tracked;
+  split_t split = {.batch = &p,
+                   .rm = req->running_mean.present ? &res->running_mean : NULL,
+                   .rv = req->running_var.present ? &res->running_var : NULL};
+  return run_norm(req, res, prob, &k, split);
+}
+
+/* Group and instance norm: per (n, group) and per (n, c), each group a
+ * contiguous run. */
+static int64_t group_groups(const request_t *req, const norm_tensor_t *x) {
+  return norm_group_groups(x, &req->group);
+}
+static int group_rows(const split_t *s, size_t begin, size_t end) {
+  return norm_group_rows(s->x, s->w, s->b, &s->req->group, s->y, s->st, begin,
+                         end);
+}
+static void group_layout(const request_t *req, const norm_tensor_t *x,
+                         result_t *res, norm_moments_params_t *out) {
+  (void)out;
+  res->stats_rank = 2;
+  res->stats_shape[0] = x->shape[0];
+  res->stats_shape[1] = req->group.num_groups;
+}
+static int compute_group(const request_t *req, result_t *res, problem_t *prob) {
+  static const kernel_t k = {group_groups, group_rows, group_layout, 1, 0};
+  return run_norm(req, res, prob, &k, (split_t){0});
+}
+
+static int64_t instance_groups(const request_t *req, const norm_tensor_t *x) {
+  (void)req;
+  return norm_instance_groups(x);
+}
+static int instance_rows(const split_t *s, size_t begin, size_t end) {
+  return norm_instance_rows(s->x, s->w, s->b, &s->req->instance, s->y, s->st,
+                            begin, end);
+}
+static void instance_layout(const request_t *req, const norm_tensor_t *x,
+                            result_t *res, norm_moments_params_t *out) {
+  (void)req;
+  (void)out;
+  stats_shape_prefix(res, x, 2);
+}
+static int compute_instance(const request_t *req, result_t *res,
+                            problem_t *prob) {
+  static const kernel_t k = {instance_groups, instance_rows, instance_layout, 1,
+                             0};
+  return run_norm(req, res, prob, &k, (split_t){0});
+}
+
+/* ---- moments ------------------------------------------------------------- */
+
+static int compute_moments(const request_t *req, result_t *res,
+                           problem_t *prob) {
+  const norm_tensor_t *x = &req->input.t;
+  size_t numel;
+  int err = norm_tensor_check(x, &numel, NULL);
+  if (err != NORM_OK) return problem_from_norm(prob, err, "input");
+  int64_t groups = norm_moments_groups(x, &req->moments);
+  if (groups < 0)
+    return problem_from_norm(prob, (int)groups, field_of((int)groups, req));
+  res->ngroups = (size_t)groups;
+  if (req->moments.layout == NORM_MOMENTS_CHANNELS) {
+    res->stats_rank = 1;
+    res->stats_shape[0] = x->shape[1];
+  } else {
+    stats_shape_prefix(res, x, x->rank - req->moments.normalized_ndim);
+  }
+  res->moments = malloc(res->ngroups * sizeof *res->moments);
+  if (res->moments == NULL)
+    return problem_set(prob, PROBLEM_OUT_OF_MEMORY, NULL, "out of memory");
+  err = moments_split(x, &req->moments, res->moments, res->ngroups);
+  if (err != NORM_OK) return problem_from_norm(prob, err, "input");
+  metrics_add_elements(op_info(req->op)->metric, numel);
+  return 0;
+}
+
+static int compute_merge(const request_t *req, result_t *res, problem_t *prob) {
+  res->ngroups = req->ngroups;
+  res->stats_rank = 1;
+  res->stats_shape[0] = (int64_t)req->ngroups;
+  res->moments = calloc(req->ngroups ? req->ngroups : 1, sizeof *res->moments);
+  if (res->moments == NULL)
+    return problem_set(prob, PROBLEM_OUT_OF_MEMORY, NULL, "out of memory");
+  for (size_t p = 0; p < req->nparts; p++)
+    for (size_t g = 0; g < req->ngroups; g++)
+      norm_moments_merge(&res->moments[g], &req->parts[p * req->ngroups + g]);
+  return 0;
+}
+
+/* ---- dispatch ------------------------------------------------------------ */
+
+typedef int (*compute_fn)(const request_t *req, result_t *res, problem_t *prob);
+static const compute_fn computes[OP_COUNT] = {
+#define OP_COMPUTE_(id, name, route, model, kind, takes, answers, metric,      \
+                    fields, check, compute)                                    \
+  [OP_##id] = compute,
+    OPS_MAP(OP_COMPUTE_)
+#undef OP_COMPUTE_
+};
+
+int compute_run(const request_t *req, result_t *res, problem_t *prob) {
+  memset(res, 0, sizeof *res);
+  return computes[req->op](req, res, prob);
 }

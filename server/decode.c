@@ -15,66 +15,21 @@
 #error "binary tensors are little-endian on the wire; this host is not"
 #endif
 
-/* Which ops accept which top-level field. */
-#define F_NORMS ((1u << OP_LAYER) | (1u << OP_RMS) | (1u << OP_BATCH) | \
-                 (1u << OP_GROUP) | (1u << OP_INSTANCE))
-#define F_TRAILING ((1u << OP_LAYER) | (1u << OP_RMS) | (1u << OP_MOMENTS))
-#define F_CHANNEL_AFFINE ((1u << OP_BATCH) | (1u << OP_GROUP) | (1u << OP_INSTANCE))
-
-typedef enum {
-  FLD_INPUT, FLD_WEIGHT, FLD_BIAS, FLD_RUNNING_MEAN, FLD_RUNNING_VAR,
-  FLD_EPS, FLD_NORMALIZED_SHAPE, FLD_AXIS, FLD_VARIANCE, FLD_EPS_PLACEMENT,
-  FLD_NUM_GROUPS, FLD_MODE, FLD_MOMENTUM, FLD_NUM_BATCHES_TRACKED,
-  FLD_OUTPUT_DTYPE, FLD_RETURN, FLD_LAYOUT, FLD_PARTS, FLD_MEAN, FLD_VAR,
-  FLD_BINARY_DATA_OUTPUT, FLD_EXPLAIN, FLD_HISTOGRAM_BINS, FLD_HISTOGRAM_RANGE,
-  FLD_TOKENS, FLD_D, FLD_LAYERS, FLD_NORM, FLD_PLACEMENT, FLD_SEED, FLD_GAIN,
-} field_id_t;
-
-static const struct {
-  const char *name;
-  field_id_t id;
-  unsigned ops;
-} fields[] = {
-    {"input", FLD_INPUT, F_NORMS | (1u << OP_MOMENTS)},
-    {"weight", FLD_WEIGHT, F_NORMS},
-    {"bias", FLD_BIAS, (1u << OP_LAYER) | F_CHANNEL_AFFINE},
-    {"running_mean", FLD_RUNNING_MEAN, 1u << OP_BATCH},
-    {"running_var", FLD_RUNNING_VAR, 1u << OP_BATCH},
-    {"mean", FLD_MEAN, 1u << OP_BATCH},
-    {"var", FLD_VAR, 1u << OP_BATCH},
-    {"eps", FLD_EPS, F_NORMS | (1u << OP_RESIDUAL)},
-    {"normalized_shape", FLD_NORMALIZED_SHAPE, F_TRAILING},
-    {"axis", FLD_AXIS, F_TRAILING},
-    {"variance", FLD_VARIANCE, 1u << OP_LAYER},
-    {"eps_placement", FLD_EPS_PLACEMENT, 1u << OP_LAYER},
-    {"num_groups", FLD_NUM_GROUPS, 1u << OP_GROUP},
-    {"mode", FLD_MODE, 1u << OP_BATCH},
-    {"momentum", FLD_MOMENTUM, 1u << OP_BATCH},
-    {"num_batches_tracked", FLD_NUM_BATCHES_TRACKED, 1u << OP_BATCH},
-    {"output_dtype", FLD_OUTPUT_DTYPE, F_NORMS},
-    {"return", FLD_RETURN, F_NORMS},
-    {"layout", FLD_LAYOUT, 1u << OP_MOMENTS},
-    {"parts", FLD_PARTS, 1u << OP_MOMENTS_MERGE},
-    {"binary_data_output", FLD_BINARY_DATA_OUTPUT, F_NORMS},
-    {"explain", FLD_EXPLAIN, F_NORMS},
-    {"histogram_bins", FLD_HISTOGRAM_BINS, F_NORMS},
-    {"histogram_range", FLD_HISTOGRAM_RANGE, F_NORMS},
-    {"tokens", FLD_TOKENS, 1u << OP_RESIDUAL},
-    {"d", FLD_D, 1u << OP_RESIDUAL},
-    {"layers", FLD_LAYERS, 1u << OP_RESIDUAL},
-    {"norm", FLD_NORM, 1u << OP_RESIDUAL},
-    {"placement", FLD_PLACEMENT, 1u << OP_RESIDUAL},
-    {"seed", FLD_SEED, 1u << OP_RESIDUAL},
-    {"gain", FLD_GAIN, 1u << OP_RESIDUAL},
+/* The field names, by id (REQUEST_FIELDS, request.h). */
+static const char *const field_names[FLD_COUNT] = {
+#define FIELD_NAME_(id, name) [FLD_##id] = name,
+    REQUEST_FIELDS(FIELD_NAME_)
+#undef FIELD_NAME_
 };
 
-/* One element: a JSON number or a non-finite spelling. */
-static size_t encode_numel_of(const norm_tensor_t *t) {
+/* The element count of a valid tensor. */
+static size_t numel_of(const norm_tensor_t *t) {
   size_t numel = 0;
   norm_tensor_check(t, &numel, NULL);
   return numel;
 }
 
+/* One element: a JSON number or a non-finite spelling. */
 int decode_number(const json_t *v, double *out) {
   if (json_is_number(v)) {
     *out = json_number_value(v);
@@ -92,12 +47,12 @@ static int alloc_tensor_data(req_tensor_t *out, const char *field,
   int err = norm_tensor_check(&out->t, numel, &nbytes);
   if (err != NORM_OK) return problem_from_norm(prob, err, field);
   if (*numel > lim->max_elements)
-    return problem_set(prob, 413, "too_many_elements", field,
+    return problem_set(prob, PROBLEM_TOO_MANY_ELEMENTS, field,
                        "%s has %zu elements; the limit is %zu", field, *numel,
                        lim->max_elements);
   out->t.data = malloc(nbytes);
   if (out->t.data == NULL)
-    return problem_set(prob, 500, "out_of_memory", field, "out of memory");
+    return problem_set(prob, PROBLEM_OUT_OF_MEMORY, field, "out of memory");
   out->present = true;
   return 0;
 }
@@ -123,13 +78,13 @@ static int nested_fill(const json_t *v, norm_tensor_t *t, int dim, size_t *pos,
   if (dim == t->rank) {
     double d;
     if (decode_number(v, &d) != 0)
-      return problem_set(prob, 422, "bad_number", field,
+      return problem_set(prob, PROBLEM_BAD_NUMBER, field,
                          "%s: element %zu is not a number", field, *pos);
     norm_tensor_set(t, (*pos)++, d);
     return 0;
   }
   if (!json_is_array(v) || (int64_t)json_array_size(v) != t->shape[dim])
-    return problem_set(prob, 422, "ragged_tensor", field,
+    return problem_set(prob, PROBLEM_RAGGED_TENSOR, field,
                        "%s: nested arrays are ragged (expected %lld elements "
                        "at depth %d)", field, (long long)t->shape[dim], dim);
   for (size_t i = 0; i < json_array_size(v); i++)
@@ -142,10 +97,10 @@ static int nested_fill(const json_t *v, norm_tensor_t *t, int dim, size_t *pos,
 static int data_length_problem(problem_t *prob, const char *field, size_t numel,
                                size_t count) {
   if (count > numel)
-    return problem_set(prob, 422, "data_length", field,
+    return problem_set(prob, PROBLEM_DATA_LENGTH, field,
                        "%s: data has more than the %zu elements of its shape",
                        field, numel);
-  return problem_set(prob, 422, "data_length", field,
+  return problem_set(prob, PROBLEM_DATA_LENGTH, field,
                      "%s: shape holds %zu elements but data has %zu", field,
                      numel, count);
 }
@@ -172,7 +127,7 @@ static int nesting_check(problem_t *prob, const char *field,
                     memcmp(dims, t->shape, (size_t)rank * sizeof dims[0]) == 0))
     return 0;
   char got[192], want[192];
-  return problem_set(prob, 422, "data_length", field,
+  return problem_set(prob, PROBLEM_DATA_LENGTH, field,
                      "%s: data is nested as %s but shape is %s; give data "
                      "flat (row-major) or nested exactly as the shape",
                      field, dims_text(got, sizeof got, dims, rank, more),
@@ -204,11 +159,11 @@ static int data_fill(const json_t *data, norm_tensor_t *t, size_t numel,
     const json_t *v = json_array_get(data, pos);
     double d;
     if (json_is_array(v))
-      return problem_set(prob, 422, "ragged_tensor", field,
+      return problem_set(prob, PROBLEM_RAGGED_TENSOR, field,
                          "%s: data[%zu] is an array among numbers (give data "
                          "flat, or nested exactly as the shape)", field, pos);
     if (decode_number(v, &d) != 0)
-      return problem_set(prob, 422, "bad_number", field,
+      return problem_set(prob, PROBLEM_BAD_NUMBER, field,
                          "%s: data[%zu] is not a number (non-finite values "
                          "are written \"NaN\", \"Infinity\", \"-Infinity\")",
                          field, pos);
@@ -224,26 +179,26 @@ static int binary_fill(decode_ctx_t *ctx, const json_t *params, req_tensor_t *ou
   json_t *item;
   json_object_foreach((json_t *)params, key, item) {
     if (strcmp(key, "binary_data_size") != 0)
-      return problem_set(prob, 422, "unknown_field", field,
+      return problem_set(prob, PROBLEM_UNKNOWN_FIELD, field,
                          "%s.parameters: unknown parameter \"%s\"", field, key);
   }
   const json_t *size = json_object_get(params, "binary_data_size");
   if (!json_is_integer(size) || json_integer_value(size) < 0)
-    return problem_set(prob, 422, "bad_field", field,
+    return problem_set(prob, PROBLEM_BAD_FIELD, field,
                        "%s.parameters.binary_data_size must be an integer >= 0",
                        field);
   if (ctx->bin == NULL)
-    return problem_set(prob, 400, "binary_without_framing", field,
+    return problem_set(prob, PROBLEM_BINARY_WITHOUT_FRAMING, field,
                        "%s has binary_data_size but the body has no binary "
                        "part (send Content-Type: application/octet-stream with "
                        "Inference-Header-Content-Length)", field);
   uint64_t n = (uint64_t)json_integer_value(size);
   if (n != nbytes)
-    return problem_set(prob, 422, "binary_size_mismatch", field,
+    return problem_set(prob, PROBLEM_BINARY_SIZE_MISMATCH, field,
                        "%s: binary_data_size is %llu but shape x dtype is %zu "
                        "bytes", field, (unsigned long long)n, nbytes);
   if (nbytes > ctx->bin_len - ctx->bin_pos)
-    return problem_set(prob, 400, "binary_truncated", field,
+    return problem_set(prob, PROBLEM_BINARY_TRUNCATED, field,
                        "%s: needs %zu bytes but only %zu remain in the body",
                        field, nbytes, ctx->bin_len - ctx->bin_pos);
   const char *src = ctx->bin + ctx->bin_pos;
@@ -267,7 +222,7 @@ int decode_tensor(decode_ctx_t *ctx, const json_t *v, const char *field,
   size_t numel, nbytes, pos = 0;
   const limits_t *lim = ctx->lim;
   if (out->present)
-    return problem_set(prob, 422, "conflicting_fields", field,
+    return problem_set(prob, PROBLEM_CONFLICTING_FIELDS, field,
                        "%s is given twice", field);
   out->t.dtype = NORM_F32;
   const numarray_t *text = numarray_of(&ctx->arrays, v);
@@ -284,7 +239,7 @@ int decode_tensor(decode_ctx_t *ctx, const json_t *v, const char *field,
     return nested_fill(v, &out->t, 0, &pos, field, prob);
   }
   if (!json_is_object(v))
-    return problem_set(prob, 422, "bad_tensor", field,
+    return problem_set(prob, PROBLEM_BAD_TENSOR, field,
                        "%s must be a tensor object {\"shape\", \"dtype\", "
                        "\"data\"} or a nested array of numbers", field);
   const char *key;
@@ -292,7 +247,7 @@ int decode_tensor(decode_ctx_t *ctx, const json_t *v, const char *field,
   json_object_foreach((json_t *)v, key, item) {
     if (strcmp(key, "shape") && strcmp(key, "dtype") && strcmp(key, "data") &&
         strcmp(key, "parameters"))
-      return problem_set(prob, 422, "unknown_field", field,
+      return problem_set(prob, PROBLEM_UNKNOWN_FIELD, field,
                          "%s: unknown tensor field \"%s\" (expected shape, "
                          "dtype, data)", field, key);
   }
@@ -301,19 +256,19 @@ int decode_tensor(decode_ctx_t *ctx, const json_t *v, const char *field,
   const json_t *data = json_object_get(v, "data");
   const json_t *params = json_object_get(v, "parameters");
   if (params != NULL && !json_is_object(params))
-    return problem_set(prob, 422, "bad_tensor", field,
+    return problem_set(prob, PROBLEM_BAD_TENSOR, field,
                        "%s.parameters must be an object", field);
   const numarray_t *data_text = numarray_of(&ctx->arrays, data);
   if (!json_is_array(shape) || (data != NULL) == (params != NULL) ||
       (data != NULL && !json_is_array(data) && data_text == NULL))
-    return problem_set(prob, 422, "bad_tensor", field,
+    return problem_set(prob, PROBLEM_BAD_TENSOR, field,
                        "%s needs \"shape\" (array of integers) and either "
                        "\"data\" (array of numbers) or \"parameters\": "
                        "{\"binary_data_size\": bytes}", field);
   if (dtype != NULL) {
     if (!json_is_string(dtype) ||
         norm_dtype_from_name(json_string_value(dtype), &out->t.dtype) != NORM_OK)
-      return problem_set(prob, 422, "unknown_dtype", field,
+      return problem_set(prob, PROBLEM_UNKNOWN_DTYPE, field,
                          "%s: dtype must be one of float32, float64, float16, "
                          "bfloat16", field);
   }
@@ -324,7 +279,7 @@ int decode_tensor(decode_ctx_t *ctx, const json_t *v, const char *field,
   for (size_t i = 0; i < rank; i++) {
     const json_t *d = json_array_get(shape, i);
     if (!json_is_integer(d))
-      return problem_set(prob, 422, "bad_shape", field,
+      return problem_set(prob, PROBLEM_BAD_SHAPE, field,
                          "%s: shape[%zu] is not an integer", field, i);
     out->t.shape[i] = json_integer_value(d);
   }
@@ -344,7 +299,7 @@ int decode_tensor(decode_ctx_t *ctx, const json_t *v, const char *field,
 }
 
 static int bad_field(problem_t *prob, const char *field, const char *what) {
-  return problem_set(prob, 422, "bad_field", field, "%s must be %s", field,
+  return problem_set(prob, PROBLEM_BAD_FIELD, field, "%s must be %s", field,
                      what);
 }
 
@@ -439,13 +394,13 @@ static int decode_parts(const json_t *v, const limits_t *lim, request_t *req,
   const json_t *c0 = json_is_object(first) ? json_object_get(first, "count") : NULL;
   size_t ngroups = json_is_array(c0) ? json_array_size(c0) : 0;
   if (ngroups == 0 || nparts > lim->max_elements / ngroups)
-    return problem_set(prob, 422, "bad_field", "parts",
+    return problem_set(prob, PROBLEM_BAD_FIELD, "parts",
                        "parts: each part needs non-empty \"count\", \"mean\", "
                        "\"m2\" lists (at most %zu values in all)",
                        lim->max_elements);
   req->parts = calloc(nparts * ngroups, sizeof *req->parts);
   if (req->parts == NULL)
-    return problem_set(prob, 500, "out_of_memory", "parts", "out of memory");
+    return problem_set(prob, PROBLEM_OUT_OF_MEMORY, "parts", "out of memory");
   req->nparts = nparts;
   req->ngroups = ngroups;
   for (size_t p = 0; p < nparts; p++) {
@@ -457,20 +412,20 @@ static int decode_parts(const json_t *v, const limits_t *lim, request_t *req,
     json_object_foreach((json_t *)part, key, item) {
       if (strcmp(key, "count") && strcmp(key, "mean") && strcmp(key, "m2") &&
           strcmp(key, "shape") && strcmp(key, "var"))
-        return problem_set(prob, 422, "unknown_field", "parts",
+        return problem_set(prob, PROBLEM_UNKNOWN_FIELD, "parts",
                            "parts[%zu]: unknown field \"%s\"", p, key);
     }
     const char *names[] = {"count", "mean", "m2"};
     for (int k = 0; k < 3; k++) {
       const json_t *arr = json_object_get(part, names[k]);
       if (!json_is_array(arr) || json_array_size(arr) != ngroups)
-        return problem_set(prob, 422, "bad_field", "parts",
+        return problem_set(prob, PROBLEM_BAD_FIELD, "parts",
                            "parts[%zu].%s must be a list of %zu numbers", p,
                            names[k], ngroups);
       for (size_t g = 0; g < ngroups; g++) {
         double d;
         if (decode_number(json_array_get(arr, g), &d) != 0)
-          return problem_set(prob, 422, "bad_number", "parts",
+          return problem_set(prob, PROBLEM_BAD_NUMBER, "parts",
                              "parts[%zu].%s[%zu] is not a number", p, names[k], g);
         norm_moments_t *m = &req->parts[p * ngroups + g];
         if (k == 0) m->count = d;
@@ -482,7 +437,7 @@ static int decode_parts(const json_t *v, const limits_t *lim, request_t *req,
       const norm_moments_t *m = &req->parts[p * ngroups + g];
       if (!(m->count >= 0) || !isfinite(m->count) || m->count != floor(m->count) || !(m->m2 >= 0) ||
           (m->count == 0 && (m->mean != 0 || m->m2 != 0)))
-        return problem_set(prob, 422, "bad_moments", "parts",
+        return problem_set(prob, PROBLEM_BAD_MOMENTS, "parts",
                            "parts[%zu], group %zu: count must be a whole number "
                            ">= 0 and m2 >= 0 (an empty part has mean 0 and m2 0)",
                            p, g);
@@ -491,11 +446,13 @@ static int decode_parts(const json_t *v, const limits_t *lim, request_t *req,
   return 0;
 }
 
-/* Fields that need the input to resolve, kept until all fields are read. */
+/* Fields that need the input to resolve, kept until all fields are read,
+ * and the set of fields the request gave. */
 typedef struct {
   const json_t *normalized_shape, *axis;
   const json_t *output_dtype;
   req_tensor_t mean, var; /* batch norm, mode "given"; moved into req */
+  unsigned long long given; /* FIELD() bits */
 } deferred_t;
 
 static int decode_field(field_id_t id, const char *name, const json_t *v,
@@ -611,23 +568,28 @@ static int decode_field(field_id_t id, const char *name, const json_t *v,
     return 0;
   case FLD_RETURN: return decode_return(v, &req->ret, prob);
   case FLD_PARTS: return decode_parts(v, ctx->lim, req, prob);
+  case FLD_COUNT: break;
   }
   return bad_field(prob, name, "known");
 }
 
-/* normalized_shape / axis against the input: the trailing dims to reduce. */
-static int resolve_trailing(const deferred_t *later, request_t *req,
-                            problem_t *prob) {
-  if (req->op != OP_LAYER && req->op != OP_RMS &&
-      !(req->op == OP_MOMENTS && req->moments.layout == NORM_MOMENTS_ROWS)) {
+/* ---- the checks across fields (the check column of OPS_MAP) ----
+ * Each runs once every field is read and, for an operation with an
+ * input, once the input is known to be there. */
+
+/* Layer and RMS norm, moments: normalized_shape / axis against the input,
+ * the trailing dims to reduce (moments by channel reduce no trailing dims). */
+static int decode_check_trailing(deferred_t *later, request_t *req,
+                                 problem_t *prob) {
+  if (req->moments.layout == NORM_MOMENTS_CHANNELS) {
     if (later->normalized_shape || later->axis)
-      return problem_set(prob, 422, "conflicting_fields",
+      return problem_set(prob, PROBLEM_CONFLICTING_FIELDS,
                          later->axis ? "axis" : "normalized_shape",
                          "normalized_shape / axis apply to layout \"rows\" only");
     return 0;
   }
   if (later->normalized_shape && later->axis)
-    return problem_set(prob, 422, "conflicting_fields", "axis",
+    return problem_set(prob, PROBLEM_CONFLICTING_FIELDS, "axis",
                        "give normalized_shape or axis, not both");
   int ndim = 1, err = NORM_OK;
   const norm_tensor_t *x = &req->input.t;
@@ -653,19 +615,20 @@ static int resolve_trailing(const deferred_t *later, request_t *req,
  * running statistics do, and nothing is updated. They belong to that mode
  * only, and running stats do not mix with it. Takes the given tensors out
  * of *later. */
-static int resolve_given(deferred_t *later, request_t *req, problem_t *prob) {
+static int decode_check_given(deferred_t *later, request_t *req,
+                              problem_t *prob) {
   if (!req->batch_given) {
     if (later->mean.present || later->var.present)
-      return problem_set(prob, 422, "conflicting_fields",
+      return problem_set(prob, PROBLEM_CONFLICTING_FIELDS,
                          later->mean.present ? "mean" : "var",
                          "mean and var are given with \"mode\": \"given\" only");
     return 0;
   }
   if (req->running_mean.present || req->running_var.present)
-    return problem_set(prob, 422, "conflicting_fields", "running_mean",
+    return problem_set(prob, PROBLEM_CONFLICTING_FIELDS, "running_mean",
                        "mode \"given\" takes mean and var, not running stats");
   if (!later->mean.present || !later->var.present)
-    return problem_set(prob, 422, "missing_field",
+    return problem_set(prob, PROBLEM_MISSING_FIELD,
                        later->mean.present ? "var" : "mean",
                        "mode \"given\" needs both mean and var");
   req->running_mean = later->mean;
@@ -674,6 +637,36 @@ static int resolve_given(deferred_t *later, request_t *req, problem_t *prob) {
   memset(&later->var, 0, sizeof later->var);
   return 0;
 }
+
+/* Group norm: num_groups has no default. */
+static int decode_check_groups(deferred_t *later, request_t *req,
+                               problem_t *prob) {
+  (void)req;
+  if (!(later->given & FIELD(NUM_GROUPS)))
+    return problem_set(prob, PROBLEM_MISSING_FIELD, "num_groups",
+                       "\"num_groups\" is required for group norm");
+  return 0;
+}
+
+/* Moments merge: the parts are the request. */
+static int decode_check_parts(deferred_t *later, request_t *req,
+                              problem_t *prob) {
+  (void)later;
+  if (req->parts == NULL)
+    return problem_set(prob, PROBLEM_MISSING_FIELD, "parts",
+                       "\"parts\" is required");
+  return 0;
+}
+
+typedef int (*check_fn)(deferred_t *later, request_t *req, problem_t *prob);
+static const check_fn checks[OP_COUNT] = {
+#define OP_CHECK_(id, name, route, model, kind, takes, answers, metric, fields, \
+                  check, ...)                                                   \
+  [OP_##id] = check,
+    OPS_MAP(OP_CHECK_)
+#undef OP_CHECK_
+};
+
 static json_t *query_value(const char *value) {
   json_t *v = json_loads(value, JSON_DECODE_ANY, NULL);
   if (v != NULL) return v;
@@ -699,25 +692,25 @@ int decode_query(const query_param_t *query, size_t n, json_t *obj,
   static const char *const tensors[] = {"weight", "bias", "running_mean",
                                         "running_var", "mean", "var", "parts"};
   json_t *seen = json_object();
-  int rc = seen ? 0 : problem_set(prob, 500, "out_of_memory", NULL, "out of memory");
+  int rc = seen ? 0 : problem_set(prob, PROBLEM_OUT_OF_MEMORY, NULL, "out of memory");
   for (size_t i = 0; rc == 0 && i < n; i++) {
     const char *key = query[i].key;
     const char *value = query[i].value ? query[i].value : "";
     for (size_t k = 0; rc == 0 && k < sizeof tensors / sizeof tensors[0]; k++)
       if (strcmp(key, tensors[k]) == 0)
-        rc = problem_set(prob, 422, "bad_field", key,
+        rc = problem_set(prob, PROBLEM_BAD_FIELD, key,
                          "%s is a tensor: it cannot travel in the query "
                          "string; send it in a JSON body or with the binary "
                          "framing (application/octet-stream)", key);
     if (rc != 0) break;
     if (strcmp(key, "input") == 0) {
-      rc = problem_set(prob, 422, "conflicting_fields", key,
+      rc = problem_set(prob, PROBLEM_CONFLICTING_FIELDS, key,
                        "the input is the request body, not a query parameter");
     } else if (json_object_get(seen, key) != NULL) {
-      rc = problem_set(prob, 400, "duplicate_key", key,
+      rc = problem_set(prob, PROBLEM_DUPLICATE_KEY, key,
                        "query parameter %s is given twice", key);
     } else if (json_object_get(obj, key) != NULL) {
-      rc = problem_set(prob, 422, "conflicting_fields", key,
+      rc = problem_set(prob, PROBLEM_CONFLICTING_FIELDS, key,
                        "%s is given in both the body and the query", key);
     } else {
       json_t *v = query_value(value);
@@ -725,7 +718,7 @@ int decode_query(const query_param_t *query, size_t n, json_t *obj,
       if (bad) json_decref(v); /* (a key that is not UTF-8 is refused) */
       else bad = json_object_set_new(seen, key, v) != 0; /* takes v */
       if (bad)
-        rc = problem_set(prob, 422, "bad_field", key,
+        rc = problem_set(prob, PROBLEM_BAD_FIELD, key,
                          "query parameter %s is not valid text", key);
     }
   }
@@ -738,7 +731,7 @@ int decode_frame(const char *body, size_t len, int64_t header_length,
   *json_len = len;
   if (header_length < 0) return 0;
   if ((uint64_t)header_length > len)
-    return problem_set(prob, 400, "binary_truncated", NULL,
+    return problem_set(prob, PROBLEM_BINARY_TRUNCATED, NULL,
                        "Inference-Header-Content-Length is %lld but the body "
                        "has %zu bytes", (long long)header_length, len);
   *json_len = (size_t)header_length;
@@ -827,15 +820,15 @@ int decode_json_root(decode_ctx_t *ctx, const char *body, size_t len,
                      json_t **root, problem_t *prob) {
   *root = NULL;
   if (blank(body, len))
-    return problem_set(prob, 400, "malformed_json", NULL,
+    return problem_set(prob, PROBLEM_MALFORMED_JSON, NULL,
                        "the request body is empty: send a JSON object (with "
                        "a Content-Length, or chunked)");
   numarrays_t *arrays = &ctx->arrays;
   if (numarray_extract(body, len, arrays) != 0)
-    return problem_set(prob, 500, "out_of_memory", NULL, "out of memory");
+    return problem_set(prob, PROBLEM_OUT_OF_MEMORY, NULL, "out of memory");
   if (arrays->depth > ctx->lim->max_depth) {
     numarray_free(arrays);
-    return problem_set(prob, 400, "too_deep", NULL,
+    return problem_set(prob, PROBLEM_TOO_DEEP, NULL,
                        "JSON nesting deeper than %d levels", ctx->lim->max_depth);
   }
   json_error_t jerr;
@@ -856,7 +849,7 @@ int decode_json_root(decode_ctx_t *ctx, const char *body, size_t len,
     json_path_at(body, len, (size_t)jerr.position, path, sizeof path, top,
                  sizeof top);
     int integer = strncmp(jerr.text, "too big integer", 15) == 0;
-    return problem_set(prob, 400, "malformed_json", top[0] ? top : NULL,
+    return problem_set(prob, PROBLEM_MALFORMED_JSON, top[0] ? top : NULL,
                        "%s%s%s at line %d, column %d (%s)", path,
                        path[0] ? ": " : "", jerr.text, jerr.line, jerr.column,
                        integer ? "a JSON integer must fit in 64 bits"
@@ -864,13 +857,13 @@ int decode_json_root(decode_ctx_t *ctx, const char *body, size_t len,
   }
   if (doc == NULL) {
     int dup = json_error_code(&jerr) == json_error_duplicate_key;
-    return problem_set(prob, 400, dup ? "duplicate_key" : "malformed_json",
+    return problem_set(prob, dup ? PROBLEM_DUPLICATE_KEY : PROBLEM_MALFORMED_JSON,
                        NULL, "invalid JSON at line %d, column %d: %s",
                        jerr.line, jerr.column, jerr.text);
   }
   if (!json_is_object(doc)) {
     json_decref(doc);
-    return problem_set(prob, 422, "not_an_object", NULL,
+    return problem_set(prob, PROBLEM_NOT_AN_OBJECT, NULL,
                        "the request body must be a JSON object");
   }
   *root = doc;
@@ -884,71 +877,62 @@ int decode_request(decode_ctx_t *ctx, const json_t *root, op_t op,
   int rc = 0;
   deferred_t later;
   memset(&later, 0, sizeof later);
+  const unsigned long long takes = op_info(op)->fields;
   int input_given = req->input.present; /* from a .npy body */
+  if (input_given) later.given |= FIELD(INPUT);
   const char *key;
   json_t *value;
   json_object_foreach((json_t *)root, key, value) {
-    size_t f = 0;
-    while (f < sizeof fields / sizeof fields[0] &&
-           !(strcmp(fields[f].name, key) == 0 && (fields[f].ops & (1u << op))))
+    int f = 0;
+    while (f < FLD_COUNT &&
+           !(strcmp(field_names[f], key) == 0 && (takes & (1ull << f))))
       f++;
-    if (f == sizeof fields / sizeof fields[0]) {
-      rc = problem_set(prob, 422, "unknown_field", key,
+    if (f == FLD_COUNT) {
+      rc = problem_set(prob, PROBLEM_UNKNOWN_FIELD, key,
                        "unknown field \"%s\" for %s", key, op_name(op));
       goto done;
     }
-    if (input_given && fields[f].id == FLD_INPUT) {
-      rc = problem_set(prob, 422, "conflicting_fields", "input",
+    if (input_given && f == FLD_INPUT) {
+      rc = problem_set(prob, PROBLEM_CONFLICTING_FIELDS, "input",
                        "the input is the body; it cannot also be a parameter");
       goto done;
     }
-    if ((rc = decode_field(fields[f].id, key, value, ctx, req, &later, prob)) != 0)
+    later.given |= 1ull << f;
+    if ((rc = decode_field((field_id_t)f, key, value, ctx, req, &later, prob)) != 0)
       goto done;
   }
   if (ctx->bin != NULL && ctx->bin_pos != ctx->bin_len) {
-    rc = problem_set(prob, 400, "binary_size_mismatch", NULL,
+    rc = problem_set(prob, PROBLEM_BINARY_LEFT_OVER, NULL,
                      "the body has %zu binary bytes after the header but its "
                      "tensors use %zu", ctx->bin_len, ctx->bin_pos);
     goto done;
   }
-  if (op == OP_RESIDUAL) goto done; /* no tensors: sizes were checked above */
-  if (op == OP_MOMENTS_MERGE) {
-    if (req->parts == NULL)
-      rc = problem_set(prob, 422, "missing_field", "parts",
-                       "\"parts\" is required");
-    goto done;
+  if (takes & FIELD(INPUT)) {
+    if (!req->input.present) {
+      rc = problem_set(prob, PROBLEM_MISSING_FIELD, "input", "\"input\" is required");
+      goto done;
+    }
+    req->output_dtype = req->input.t.dtype;
+    if (later.output_dtype &&
+        (!json_is_string(later.output_dtype) ||
+         norm_dtype_from_name(json_string_value(later.output_dtype),
+                              &req->output_dtype) != NORM_OK)) {
+      rc = problem_set(prob, PROBLEM_UNKNOWN_DTYPE, "output_dtype",
+                       "output_dtype must be one of float32, float64, float16, "
+                       "bfloat16");
+      goto done;
+    }
+    if ((req->ret & RET_STEPS) &&
+        numel_of(&req->input.t) > ctx->lim->max_explain_elements) {
+      rc = problem_set(prob, PROBLEM_EXPLAIN_TOO_LARGE, "explain",
+                       "steps are returned for inputs of at most %zu elements "
+                       "(max_explain_elements)", ctx->lim->max_explain_elements);
+      goto done;
+    }
   }
-  if (!req->input.present) {
-    rc = problem_set(prob, 422, "missing_field", "input", "\"input\" is required");
-    goto done;
-  }
-  if (op == OP_GROUP && json_object_get(root, "num_groups") == NULL) {
-    rc = problem_set(prob, 422, "missing_field", "num_groups",
-                     "\"num_groups\" is required for group norm");
-    goto done;
-  }
-  req->output_dtype = req->input.t.dtype;
-  if (later.output_dtype &&
-      (!json_is_string(later.output_dtype) ||
-       norm_dtype_from_name(json_string_value(later.output_dtype),
-                            &req->output_dtype) != NORM_OK)) {
-    rc = problem_set(prob, 422, "unknown_dtype", "output_dtype",
-                     "output_dtype must be one of float32, float64, float16, "
-                     "bfloat16");
-    goto done;
-  }
-  if ((req->ret & RET_STEPS) &&
-      encode_numel_of(&req->input.t) > ctx->lim->max_explain_elements) {
-    rc = problem_set(prob, 422, "explain_too_large", "explain",
-                     "steps are returned for inputs of at most %zu elements "
-                     "(max_explain_elements)", ctx->lim->max_explain_elements);
-    goto done;
-  }
-  if ((rc = resolve_given(&later, req, prob)) != 0) goto done;
-  rc = resolve_trailing(&later, req, prob);
+  if (checks[op] != NULL) rc = checks[op](&later, req, prob);
 done:
   free(later.mean.t.data);
   free(later.var.t.data);
   return rc;
 }
-

@@ -208,7 +208,7 @@ int encode_finish(buf_t *head, tail_t *tail, const char *content_type,
   char *body = buf_steal(head, &len);
   if (body == NULL) {
     if (tail != NULL) tail_free(tail);
-    return problem_set(prob, 500, "out_of_memory", NULL, "out of memory");
+    return problem_set(prob, PROBLEM_OUT_OF_MEMORY, NULL, "out of memory");
   }
   reply_free(out);
   out->status = 200;

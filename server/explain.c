@@ -74,7 +74,7 @@ static double *add_step(result_t *res, const char *name, int full,
   }
   s->data = malloc((s->n ? s->n : 1) * sizeof *s->data);
   if (s->data == NULL) {
-    problem_set(prob, 500, "out_of_memory", NULL, "out of memory");
+    problem_set(prob, PROBLEM_OUT_OF_MEMORY, NULL, "out of memory");
     return NULL;
   }
   res->nsteps++;
@@ -155,7 +155,7 @@ static int fill_histogram(const norm_tensor_t *t, int64_t bins, double lo,
                           double hi, histogram_t *h, problem_t *prob) {
   h->counts = calloc((size_t)bins, sizeof *h->counts);
   if (h->counts == NULL)
-    return problem_set(prob, 500, "out_of_memory", NULL, "out of memory");
+    return problem_set(prob, PROBLEM_OUT_OF_MEMORY, NULL, "out of memory");
   if (!(lo <= hi)) { /* nothing finite: an empty histogram around 0 */
     lo = -0.5;
     hi = 0.5;
@@ -198,7 +198,7 @@ static int histograms_run(const request_t *req, result_t *res,
 }
 
 int explain_run(const request_t *req, result_t *res, problem_t *prob) {
-  if (req->op > OP_INSTANCE) return 0; /* norms only */
+  if (op_info(req->op)->kind != OP_KIND_NORM) return 0; /* norms only */
   if ((req->ret & RET_STEPS) && steps_run(req, res, prob) != 0) return -1;
   if ((req->ret & RET_HISTOGRAMS) && histograms_run(req, res, prob) != 0) return -1;
   return 0;

@@ -245,11 +245,11 @@ static const char *header(struct MHD_Connection *c, const char *name) {
 
 /* ---- replies ---- */
 
-static void problem_now(request_state_t *rs, int status, const char *code,
+static void problem_now(request_state_t *rs, problem_code_t id,
                         const char *fmt, const char *arg) {
   problem_t p;
   memset(&p, 0, sizeof p);
-  problem_set(&p, status, code, NULL, fmt, arg);
+  problem_set(&p, id, NULL, fmt, arg);
   if (rs->route && rs->route->kserve) problem_reply_kserve(&p, &rs->reply);
   else problem_reply(&p, &rs->reply);
   rs->reply_ready = 1;
@@ -379,7 +379,7 @@ static void read_file_reply(request_state_t *rs, const char *path,
     rs->reply_ready = 1;
   } else {
     free(data);
-    problem_now(rs, 404, "not_found", "%s is not available on this server", path);
+    problem_now(rs, PROBLEM_NOT_FOUND, "%s is not available on this server", path);
   }
   if (f) fclose(f);
 }
@@ -411,7 +411,7 @@ static void info_reply(request_state_t *rs) {
   size_t len;
   char *body = buf_steal(&b, &len);
   if (body == NULL) {
-    problem_now(rs, 500, "out_of_memory", "%s", "out of memory");
+    problem_now(rs, PROBLEM_OUT_OF_MEMORY, "%s", "out of memory");
     return;
   }
   reply_free(&rs->reply);
@@ -429,7 +429,7 @@ static void json_reply(request_state_t *rs,
   size_t len;
   char *body = buf_steal(&b, &len);
   if (body == NULL) {
-    problem_now(rs, 500, "out_of_memory", "%s", "out of memory");
+    problem_now(rs, PROBLEM_OUT_OF_MEMORY, "%s", "out of memory");
     return;
   }
   reply_free(&rs->reply);
@@ -465,7 +465,7 @@ static void get_reply(request_state_t *rs) {
     break;
   case H_READYZ:
     if (atomic_load(&srv->draining)) {
-      problem_now(rs, 503, "draining", "%s", "normd is shutting down");
+      problem_now(rs, PROBLEM_DRAINING, "%s", "normd is shutting down");
       rs->reply.retry_after_s = (int)srv->cfg->retry_after_s;
     } else {
       reply_text(&rs->reply, 200, "application/json", "{\"status\":\"ready\"}");
@@ -475,7 +475,7 @@ static void get_reply(request_state_t *rs) {
   case H_METRICS: {
     char *text = metrics_render();
     if (text == NULL) {
-      problem_now(rs, 500, "out_of_memory", "%s", "out of memory");
+      problem_now(rs, PROBLEM_OUT_OF_MEMORY, "%s", "out of memory");
       break;
     }
     reply_free(&rs->reply);
@@ -584,7 +584,7 @@ static int copy_query(job_t *job, struct MHD_Connection *c) {
 
 /* 503: max_inflight jobs are queued or running. */
 static void overloaded(request_state_t *rs) {
-  problem_now(rs, 503, "overloaded",
+  problem_now(rs, PROBLEM_OVERLOADED,
               "%s", "too many requests in flight; retry after a moment");
   rs->reply.retry_after_s = (int)rs->srv->cfg->retry_after_s;
 }
@@ -609,7 +609,7 @@ static enum MHD_Result submit_compute(request_state_t *rs) {
   if (job->nquery > MAX_QUERY_PARAMS) {
     job_free(job);
     pool_release(srv->pool);
-    problem_now(rs, 400, "too_many_parameters",
+    problem_now(rs, PROBLEM_TOO_MANY_PARAMETERS,
                 "more than %s query parameters", "64");
     return send_reply(rs);
   }
@@ -628,14 +628,14 @@ static enum MHD_Result submit_compute(request_state_t *rs) {
 err:
   if (job) job_free(job);
   pool_release(srv->pool);
-  problem_now(rs, 500, "out_of_memory", "%s", "out of memory");
+  problem_now(rs, PROBLEM_OUT_OF_MEMORY, "%s", "out of memory");
   return send_reply(rs);
 }
 
 static void too_large(request_state_t *rs) {
   char limit[32];
   snprintf(limit, sizeof limit, "%lld", (long long)rs->srv->cfg->max_body_bytes);
-  problem_now(rs, 413, "body_too_large",
+  problem_now(rs, PROBLEM_BODY_TOO_LARGE,
               "request body larger than max_body_bytes (%s bytes)", limit);
   rs->reply.close = 1;
 }
@@ -704,11 +704,11 @@ static enum MHD_Result look_framing(void *cls, enum MHD_ValueKind kind,
  * it answered. */
 static int refuse_framing(request_state_t *rs, const framing_t *f) {
   if (f->content_length_conflict) {
-    problem_now(rs, 400, "bad_request", "%s",
+    problem_now(rs, PROBLEM_BAD_REQUEST, "%s",
                 "Content-Length is given more than once with different "
                 "values: send one");
   } else if (f->transfer_encodings > 1 || f->transfer_other) {
-    problem_now(rs, 501, "unsupported_transfer_encoding", "%s",
+    problem_now(rs, PROBLEM_UNSUPPORTED_TRANSFER_ENCODING, "%s",
                 "normd reads Transfer-Encoding: chunked only (one coding, "
                 "in one header)");
   } else {
@@ -731,19 +731,19 @@ static void first_call(request_state_t *rs, const char *url, const char *method)
   rs->route = rs->match.route;
   if (refuse_framing(rs, &framing)) return;
   if (rs->route == NULL) {
-    problem_now(rs, 404, "not_found", "no route %s; see GET /v1/info", url);
+    problem_now(rs, PROBLEM_NOT_FOUND, "no route %s; see GET /v1/info", url);
     return;
   }
   if (rs->route->kserve && strstr(rs->route->path, "{model}") &&
       !rs->match.model_known) {
-    problem_now(rs, 404, "unknown_model",
+    problem_now(rs, PROBLEM_UNKNOWN_MODEL,
                 "unknown model or version: \"%s\" (models: layer_norm, "
                 "rms_norm, batch_norm, group_norm, instance_norm; version 1)",
                 rs->match.model);
     return;
   }
   if (!router_allows(rs->route, method)) {
-    problem_now(rs, 405, "method_not_allowed", "%s is not allowed here", method);
+    problem_now(rs, PROBLEM_METHOD_NOT_ALLOWED, "%s is not allowed here", method);
     rs->reply.allow = rs->route->allow;
     return;
   }
@@ -753,7 +753,7 @@ static void first_call(request_state_t *rs, const char *url, const char *method)
   }
   if (needs_key(srv, rs->route) &&
       !auth_check(srv->auth, header(rs->mhd_conn, MHD_HTTP_HEADER_AUTHORIZATION))) {
-    problem_now(rs, 401, "unauthorized", "%s",
+    problem_now(rs, PROBLEM_UNAUTHORIZED, "%s",
                 "this route needs an API key: Authorization: Bearer <key>");
     rs->reply.unauthorized = 1;
     rs->reply.close = 1; /* answer now; do not read the body */
@@ -764,7 +764,7 @@ static void first_call(request_state_t *rs, const char *url, const char *method)
     return;
   }
   if (framing.content_encoding != NULL) { /* a gzip body read as JSON: garbage */
-    problem_now(rs, 415, "unsupported_media_type", "%s",
+    problem_now(rs, PROBLEM_UNSUPPORTED_MEDIA_TYPE, "%s",
                 "normd does not decode Content-Encoding: send the body "
                 "uncompressed (no Content-Encoding, or identity)");
     rs->reply.close = 1; /* answer now; do not read the body */
@@ -778,7 +778,7 @@ static void first_call(request_state_t *rs, const char *url, const char *method)
   atomic_store(&srv->last_busy_ms, now_ms());
   rs->accepted = 1;
   if (atomic_load(&srv->draining)) {
-    problem_now(rs, 503, "draining", "%s", "normd is shutting down");
+    problem_now(rs, PROBLEM_DRAINING, "%s", "normd is shutting down");
     rs->reply.retry_after_s = (int)srv->cfg->retry_after_s;
     rs->reply.close = 1;
     return;
@@ -1117,7 +1117,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
       return MHD_YES;
     }
     if (body_append(&rs->body, upload_data, n, rs->expected) != 0) {
-      problem_now(rs, 500, "out_of_memory", "%s", "out of memory");
+      problem_now(rs, PROBLEM_OUT_OF_MEMORY, "%s", "out of memory");
       rs->reply.close = 1;
     }
     return MHD_YES;

@@ -11,6 +11,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include "compute.h"
 #include "config.h"
 #include "http.h"
 #include "log.h"
@@ -91,6 +92,7 @@ int main(int argc, char **argv) {
   mallopt(M_TRIM_THRESHOLD, 256 << 20);
   seed_json_hash();
   metrics_init(router_labels(), router_count + 1, NORMD_VERSION, NORMD_REVISION);
+  compute_init((int)cfg.threads); /* large requests: as many as the workers */
   pool_t *pool = pool_start((int)cfg.threads, (int)cfg.max_inflight);
   if (pool == NULL) {
     fprintf(stderr, "normd: cannot start the worker pool\n");

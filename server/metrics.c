@@ -17,7 +17,9 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "buf.h"
 #include "fmt.h"
+#include "ops.h"
 
 #define MAX_ROUTES 32
 
@@ -39,8 +41,14 @@ static const double bytes_bounds[] = {256,      1024,     4096,     16384,
                                       16777216, 67108864, 268435456};
 #define NBYTES (sizeof bytes_bounds / sizeof bytes_bounds[0])
 
-static const char *const element_kinds[] = {"layer", "rms",      "batch",
-                                            "group", "instance", "moments"};
+/* normd_elements_normalized_total's kinds: the metric column of the
+ * operation list (ops.h), NULL for operations that count no elements. */
+static const char *const element_kinds[] = {
+#define OP_METRIC_(id, name, route, model, kind, takes, answers, metric, ...)  \
+  metric,
+    OPS_MAP(OP_METRIC_)
+#undef OP_METRIC_
+};
 #define NKINDS (sizeof element_kinds / sizeof element_kinds[0])
 
 /* Bucket arrays hold per-bucket (not cumulative) counts; the last slot is
@@ -118,7 +126,7 @@ void metrics_observe_request(size_t route, int status, double seconds,
 void metrics_add_elements(const char *kind, uint64_t n) {
   if (!kind) return;
   for (size_t k = 0; k < NKINDS; k++)
-    if (strcmp(kind, element_kinds[k]) == 0) {
+    if (element_kinds[k] != NULL && strcmp(kind, element_kinds[k]) == 0) {
       pthread_mutex_lock(&lock);
       state.elements[k] += n;
       pthread_mutex_unlock(&lock);
@@ -146,62 +154,8 @@ void metrics_reset(void) {
   pthread_mutex_unlock(&lock);
 }
 
-/* ---- the growable output buffer ------------------------------------------ */
-
-/* Once an allocation fails, oom stays set and every later append is a
- * no-op, so render can format unconditionally and check once at the end. */
-typedef struct {
-  char *p;
-  size_t len, cap;
-  int oom;
-} buf_t;
-
-static int buf_reserve(buf_t *b, size_t extra) {
-  if (b->oom) return -1;
-  if (b->len + extra + 1 <= b->cap) return 0;
-  size_t cap = b->cap ? b->cap : 4096;
-  while (cap < b->len + extra + 1) cap *= 2;
-  char *p = realloc(b->p, cap);
-  if (!p) {
-    b->oom = 1;
-    return -1;
-  }
-  b->p = p;
-  b->cap = cap;
-  return 0;
-}
-
-static void buf_add(buf_t *b, const char *s, size_t n) {
-  if (buf_reserve(b, n) != 0) return;
-  memcpy(b->p + b->len, s, n);
-  b->len += n;
-  b->p[b->len] = '\0';
-}
-
-static void buf_puts(buf_t *b, const char *s) { buf_add(b, s, strlen(s)); }
-
-static void buf_printf(buf_t *b, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static void buf_printf(buf_t *b, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  char small[256];
-  int n = vsnprintf(small, sizeof small, fmt, ap);
-  va_end(ap);
-  if (n < 0) return;
-  if ((size_t)n < sizeof small) {
-    buf_add(b, small, (size_t)n);
-    return;
-  }
-  if (buf_reserve(b, (size_t)n) != 0) return;
-  va_start(ap, fmt);
-  vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
-  va_end(ap);
-  b->len += (size_t)n;
-}
-
 /* A label value, escaped as the format requires: \ " and newline. */
-static void buf_label(buf_t *b, const char *s) {
+static void put_label(buf_t *b, const char *s) {
   for (; *s; s++) {
     if (*s == '\\')
       buf_puts(b, "\\\\");
@@ -210,13 +164,13 @@ static void buf_label(buf_t *b, const char *s) {
     else if (*s == '\n')
       buf_puts(b, "\\n");
     else
-      buf_add(b, s, 1);
+      buf_append(b, s, 1);
   }
 }
 
 /* A sample value: the shortest round-trip decimal, or the format's own
  * spellings of the non-finite values. */
-static void buf_value(buf_t *b, double v) {
+static void put_value(buf_t *b, double v) {
   char num[FMT_NUMBER_MAX];
   if (isnan(v))
     buf_puts(b, "NaN");
@@ -246,7 +200,7 @@ static void histogram(buf_t *b, const char *name, const char *label_name,
     buf_printf(b, "%s_bucket{", name);
     if (label_name) {
       buf_printf(b, "%s=\"", label_name);
-      buf_label(b, label_value);
+      put_label(b, label_value);
       buf_puts(b, "\",");
     }
     if (i < nbounds)
@@ -260,12 +214,12 @@ static void histogram(buf_t *b, const char *name, const char *label_name,
     buf_printf(b, "%s%s", name, suffix[k]);
     if (label_name) {
       buf_printf(b, "{%s=\"", label_name);
-      buf_label(b, label_value);
+      put_label(b, label_value);
       buf_puts(b, "\"}");
     }
     buf_puts(b, " ");
     if (k == 0)
-      buf_value(b, sum);
+      put_value(b, sum);
     else
       buf_printf(b, "%" PRIu64, cumulative);
     buf_puts(b, "\n");
@@ -371,7 +325,7 @@ static void render_process(buf_t *b) {
     family(b, "process_cpu_seconds_total", "counter",
            "Total user and system CPU time spent in seconds.");
     buf_puts(b, "process_cpu_seconds_total ");
-    buf_value(b, ps.cpu_seconds);
+    put_value(b, ps.cpu_seconds);
     buf_puts(b, "\n");
     family(b, "process_resident_memory_bytes", "gauge",
            "Resident memory size in bytes.");
@@ -383,7 +337,7 @@ static void render_process(buf_t *b) {
       family(b, "process_start_time_seconds", "gauge",
              "Start time of the process since unix epoch in seconds.");
       buf_puts(b, "process_start_time_seconds ");
-      buf_value(b, ps.start_time);
+      put_value(b, ps.start_time);
       buf_puts(b, "\n");
     }
   }
@@ -412,13 +366,14 @@ char *metrics_render(void) {
   const char *ver = version, *rev = revision;
   pthread_mutex_unlock(&lock);
 
-  buf_t b = {0};
+  buf_t b;
+  buf_init(&b);
   family(&b, "normd_build_info", "gauge",
          "Build information; the value is always 1.");
   buf_puts(&b, "normd_build_info{version=\"");
-  buf_label(&b, ver);
+  put_label(&b, ver);
   buf_puts(&b, "\",revision=\"");
-  buf_label(&b, rev);
+  put_label(&b, rev);
   buf_puts(&b, "\"} 1\n");
 
   family(&b, "normd_requests_total", "counter",
@@ -428,7 +383,7 @@ char *metrics_render(void) {
       uint64_t n = snap->route[r].status[c];
       if (n == 0) continue; /* series appear once observed */
       buf_puts(&b, "normd_requests_total{route=\"");
-      buf_label(&b, rnames[r]);
+      put_label(&b, rnames[r]);
       if (c == STATUS_OTHER)
         buf_puts(&b, "\",code=\"other\"}");
       else
@@ -461,14 +416,13 @@ char *metrics_render(void) {
   family(&b, "normd_elements_normalized_total", "counter",
          "Tensor elements normalized, by kind of normalization.");
   for (size_t k = 0; k < NKINDS; k++)
-    buf_printf(&b, "normd_elements_normalized_total{kind=\"%s\"} %" PRIu64 "\n",
-               element_kinds[k], snap->elements[k]);
+    if (element_kinds[k] != NULL)
+      buf_printf(&b,
+                 "normd_elements_normalized_total{kind=\"%s\"} %" PRIu64 "\n",
+                 element_kinds[k], snap->elements[k]);
   free(snap);
 
   render_process(&b);
-  if (b.oom) {
-    free(b.p);
-    return NULL;
-  }
-  return b.p;
+  size_t len;
+  return buf_steal(&b, &len); /* NULL when an append failed */
 }

@@ -35,29 +35,62 @@ static void utf8_sanitize(char *s) {
   }
 }
 
-int problem_set(problem_t *p, int status, const char *code, const char *field,
-                const char *fmt, ...) {
+static const struct {
+  const char *code;
+  int status, v1;
+} problems[PROBLEM_COUNT] = {
+#define PROBLEM_ROW_(id, code, status, v1) [PROBLEM_##id] = {code, status, v1},
+    PROBLEM_MAP(PROBLEM_ROW_)
+#undef PROBLEM_ROW_
+};
+
+const char *problem_code(problem_code_t id) { return problems[id].code; }
+int problem_status(problem_code_t id) { return problems[id].status; }
+int problem_on_v1(problem_code_t id) { return problems[id].v1; }
+
+/* Records status, code and the formatted detail (first problem wins). */
+static int record(problem_t *p, int status, const char *code,
+                  const char *field, const char *fmt, va_list ap) {
   if (p->status != 0) return -1;
   p->status = status;
   p->code = code;
   snprintf(p->field, sizeof p->field, "%s", field ? field : "");
-  va_list ap;
-  va_start(ap, fmt);
   vsnprintf(p->detail, sizeof p->detail, fmt, ap);
-  va_end(ap);
   utf8_sanitize(p->field);
   utf8_sanitize(p->detail);
   return -1;
 }
 
+int problem_set(problem_t *p, problem_code_t id, const char *field,
+                const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  record(p, problems[id].status, problems[id].code, field, fmt, ap);
+  va_end(ap);
+  return -1;
+}
+
+static int record_norm(problem_t *p, int status, const char *code,
+                       const char *field, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  record(p, status, code, field, fmt, ap);
+  va_end(ap);
+  return -1;
+}
+
+int problem_norm_internal(int norm_err) {
+  return norm_err == NORM_E_NULL || norm_err == NORM_E_RANGE ||
+         norm_err == NORM_E_ARG || norm_err == NORM_E_OUTPUT;
+}
+
 int problem_from_norm(problem_t *p, int norm_err, const char *field) {
-  /* Argument misuse inside the server is our bug, not the client's. */
-  int internal = norm_err == NORM_E_NULL || norm_err == NORM_E_RANGE;
+  int status = problem_norm_internal(norm_err) ? 500 : 422;
   if (field && field[0])
-    return problem_set(p, internal ? 500 : 422, norm_err_name(norm_err), field,
-                       "%s: %s", field, norm_strerror(norm_err));
-  return problem_set(p, internal ? 500 : 422, norm_err_name(norm_err), field,
-                     "%s", norm_strerror(norm_err));
+    return record_norm(p, status, norm_err_name(norm_err), field, "%s: %s",
+                       field, norm_strerror(norm_err));
+  return record_norm(p, status, norm_err_name(norm_err), field, "%s",
+                     norm_strerror(norm_err));
 }
 
 const char *problem_title(int status) {

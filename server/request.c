@@ -5,17 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const op_names[OP_COUNT] = {
-    [OP_LAYER] = "layer",       [OP_RMS] = "rms",
-    [OP_BATCH] = "batch",       [OP_GROUP] = "group",
-    [OP_INSTANCE] = "instance", [OP_MOMENTS] = "moments",
-    [OP_MOMENTS_MERGE] = "moments_merge", [OP_RESIDUAL] = "residual",
-};
-
-const char *op_name(op_t op) {
-  return (unsigned)op < OP_COUNT ? op_names[op] : "unknown";
-}
-
 void request_init(request_t *req, op_t op) {
   memset(req, 0, sizeof *req);
   req->op = op;
@@ -65,6 +54,8 @@ void result_free(result_t *res) {
   free(res->out_mean);
   free(res->out_var);
   free(res->out_rms);
+  free(res->running_mean.data);
+  free(res->running_var.data);
   free(res->moments);
   for (int i = 0; i < res->nsteps; i++) free(res->steps[i].data);
   free(res->hist_input.counts);

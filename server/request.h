@@ -1,7 +1,9 @@
 /* request.h -- a decoded request and its computed result: the structs that
  * carry data from a codec's decoder through compute to a codec's encoder.
- * Every format (JSON now, binary ones later) decodes into request_t and
- * encodes from result_t; compute never sees bytes or text. */
+ * Every format (JSON, the binary framing, .npy, KServe v2) decodes into
+ * request_t and encodes from result_t; compute never sees bytes or text,
+ * and encoders read the answer from result_t alone (the request only says
+ * what was asked). */
 #ifndef NORMD_REQUEST_H
 #define NORMD_REQUEST_H
 
@@ -9,18 +11,53 @@
 #include <stddef.h>
 
 #include "norm.h"
+#include "ops.h"
+
+/* Every request field of every operation: its id (FLD_<id>) and its name
+ * in JSON bodies, query strings and KServe v2 parameters. Which operation
+ * takes which is the `fields` column of OPS_MAP (ops.h). */
+#define REQUEST_FIELDS(X)                                                      \
+  X(INPUT, "input")                                                            \
+  X(WEIGHT, "weight")                                                          \
+  X(BIAS, "bias")                                                              \
+  X(RUNNING_MEAN, "running_mean")                                              \
+  X(RUNNING_VAR, "running_var")                                                \
+  X(MEAN, "mean")                                                              \
+  X(VAR, "var")                                                                \
+  X(EPS, "eps")                                                                \
+  X(NORMALIZED_SHAPE, "normalized_shape")                                      \
+  X(AXIS, "axis")                                                              \
+  X(VARIANCE, "variance")                                                      \
+  X(EPS_PLACEMENT, "eps_placement")                                            \
+  X(NUM_GROUPS, "num_groups")                                                  \
+  X(MODE, "mode")                                                              \
+  X(MOMENTUM, "momentum")                                                      \
+  X(NUM_BATCHES_TRACKED, "num_batches_tracked")                                \
+  X(OUTPUT_DTYPE, "output_dtype")                                              \
+  X(RETURN, "return")                                                          \
+  X(LAYOUT, "layout")                                                          \
+  X(PARTS, "parts")                                                            \
+  X(BINARY_DATA_OUTPUT, "binary_data_output")                                  \
+  X(EXPLAIN, "explain")                                                        \
+  X(HISTOGRAM_BINS, "histogram_bins")                                          \
+  X(HISTOGRAM_RANGE, "histogram_range")                                        \
+  X(TOKENS, "tokens")                                                          \
+  X(D, "d")                                                                    \
+  X(LAYERS, "layers")                                                          \
+  X(NORM, "norm")                                                              \
+  X(PLACEMENT, "placement")                                                    \
+  X(SEED, "seed")                                                              \
+  X(GAIN, "gain")
 
 typedef enum {
-  OP_LAYER,
-  OP_RMS,
-  OP_BATCH,
-  OP_GROUP,
-  OP_INSTANCE,
-  OP_MOMENTS,
-  OP_MOMENTS_MERGE,
-  OP_RESIDUAL, /* the Pre-Norm vs Post-Norm experiment */
-  OP_COUNT
-} op_t;
+#define FIELD_ENUM_(id, name) FLD_##id,
+  REQUEST_FIELDS(FIELD_ENUM_)
+#undef FIELD_ENUM_
+  FLD_COUNT
+} field_id_t;
+
+/* A set of fields, as the `fields` column of OPS_MAP writes it. */
+#define FIELD(id) (UINT64_C(1) << FLD_##id)
 
 /* What the response carries ("return" field). */
 enum {
@@ -135,6 +172,12 @@ typedef struct {
   double *mean, *var, *rstd, *rms;  /* NULL when not applicable */
   double *out_mean, *out_var;       /* RET_OUTPUT_STATS */
   double *out_rms;                  /* RET_OUTPUT_STATS, RMS norm only */
+  /* Batch norm in train mode with running statistics: them updated
+   * (data malloc'd, the request's own left as they came) and the count of
+   * batches, this one included. */
+  bool has_running;
+  norm_tensor_t running_mean, running_var;
+  int64_t num_batches_tracked;
   norm_moments_t *moments;          /* OP_MOMENTS / OP_MOMENTS_MERGE */
   step_t steps[MAX_STEPS];          /* RET_STEPS, in order */
   int nsteps;
@@ -147,8 +190,5 @@ typedef struct {
 void request_init(request_t *req, op_t op);
 void request_free(request_t *req);
 void result_free(result_t *res);
-
-/* The op's name in URLs, metrics and info: "layer", ..., "moments". */
-const char *op_name(op_t op);
 
 #endif

@@ -6,19 +6,16 @@
 #include <string.h>
 
 #include "kserve.h"
+#include "ops.h"
 
 #define POST_ROUTES "POST, OPTIONS"
 #define GET_ROUTES "GET, HEAD, OPTIONS"
 
+/* The compute routes come from the operation list (ops.h), in its order. */
 const route_t router_routes[] = {
-    {"/v1/norm/layer", POST_ROUTES, H_COMPUTE, OP_LAYER, 0},
-    {"/v1/norm/rms", POST_ROUTES, H_COMPUTE, OP_RMS, 0},
-    {"/v1/norm/batch", POST_ROUTES, H_COMPUTE, OP_BATCH, 0},
-    {"/v1/norm/group", POST_ROUTES, H_COMPUTE, OP_GROUP, 0},
-    {"/v1/norm/instance", POST_ROUTES, H_COMPUTE, OP_INSTANCE, 0},
-    {"/v1/moments", POST_ROUTES, H_COMPUTE, OP_MOMENTS, 0},
-    {"/v1/moments/merge", POST_ROUTES, H_COMPUTE, OP_MOMENTS_MERGE, 0},
-    {"/v1/residual/simulate", POST_ROUTES, H_COMPUTE, OP_RESIDUAL, 0},
+#define OP_ROUTE_(id, name, route, ...) {route, POST_ROUTES, H_COMPUTE, OP_##id, 0},
+    OPS_MAP(OP_ROUTE_)
+#undef OP_ROUTE_
     {"/healthz", GET_ROUTES, H_HEALTHZ, OP_COUNT, 0},
     {"/readyz", GET_ROUTES, H_READYZ, OP_COUNT, 0},
     {"/metrics", GET_ROUTES, H_METRICS, OP_COUNT, 0},

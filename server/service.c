@@ -14,34 +14,26 @@ static int parse_header_length(const char *text, int64_t *out,
   char *end;
   if (text[0] < '0' || text[0] > '9' ||
       (*out = (int64_t)strtoll(text, &end, 10)) < 0 || *end != '\0')
-    return problem_set(prob, 400, "bad_header_length", NULL,
+    return problem_set(prob, PROBLEM_BAD_HEADER_LENGTH, NULL,
                        "Inference-Header-Content-Length must be a byte count");
   return 0;
 }
 
-/* The wire formats of each /v1 operation; negotiation reads nothing else.
- * Every operation takes and answers JSON. A .npy body is the input tensor,
- * so only the operations with an input take one, and a .npy answer is the
- * output tensor, so only the norms give one. The framing is the JSON
- * request with its tensors as raw bytes after it: every operation takes it
- * (merge and the experiment have no tensors, so theirs is the JSON header
- * alone), and those without an output tensor answer a framed Accept with
- * plain JSON (encode_v1). */
-static const codec_t *const all_formats[] = {&codec_json, &codec_framed,
-                                             &codec_npy, NULL};
-static const codec_t *const no_npy[] = {&codec_json, &codec_framed, NULL};
+/* The wire formats of each /v1 operation (the takes / answers columns of
+ * OPS_MAP); negotiation reads nothing else. Every operation takes and
+ * answers JSON. A .npy body is the input tensor, so only the operations
+ * with an input take one, and a .npy answer is the output tensor, so only
+ * the norms give one. The framing is the JSON request with its tensors as
+ * raw bytes after it: every operation takes it (merge and the experiment
+ * have no tensors, so theirs is the JSON header alone), and those without
+ * an output tensor answer a framed Accept with plain JSON (encode_v1). */
 static const struct {
-  const char *route;
   const codec_t *const *takes, *const *answers;
 } formats[OP_COUNT] = {
-    [OP_LAYER] = {"/v1/norm/layer", all_formats, all_formats},
-    [OP_RMS] = {"/v1/norm/rms", all_formats, all_formats},
-    [OP_BATCH] = {"/v1/norm/batch", all_formats, all_formats},
-    [OP_GROUP] = {"/v1/norm/group", all_formats, all_formats},
-    [OP_INSTANCE] = {"/v1/norm/instance", all_formats, all_formats},
-    [OP_MOMENTS] = {"/v1/moments", all_formats, no_npy},
-    [OP_MOMENTS_MERGE] = {"/v1/moments/merge", no_npy, no_npy},
-    [OP_RESIDUAL] = {"/v1/residual/simulate", no_npy, no_npy},
+#define OP_FORMATS_(id, name, route, model, kind, takes, answers, ...)          \
+  [OP_##id] = {takes, answers},
+    OPS_MAP(OP_FORMATS_)
+#undef OP_FORMATS_
 };
 
 static int takes(op_t op, const codec_t *c) {
@@ -52,7 +44,7 @@ static int takes(op_t op, const codec_t *c) {
 
 /* What op answers, for a 406 detail. */
 static const char *answers_text(op_t op) {
-  return formats[op].answers == all_formats
+  return formats[op].answers == codecs_all
              ? "application/json, application/octet-stream or "
                "application/x-npy"
              : "application/json only (there is no .npy form)";
@@ -64,7 +56,7 @@ static int negotiate(const service_input_t *in, const codec_t **decoder,
   if (in->kserve) {
     const codec_t *c = codec_for_content_type(in->content_type);
     if (c != &codec_json && c != &codec_framed)
-      return problem_set(prob, 415, "unsupported_media_type", NULL,
+      return problem_set(prob, PROBLEM_UNSUPPORTED_MEDIA_TYPE, NULL,
                          "v2 inference takes application/json or "
                          "application/octet-stream");
     *decoder = *encoder = &codec_kserve;
@@ -72,22 +64,22 @@ static int negotiate(const service_input_t *in, const codec_t **decoder,
   }
   *decoder = codec_for_content_type(in->content_type);
   if (*decoder == NULL)
-    return problem_set(prob, 415, "unsupported_media_type", NULL,
+    return problem_set(prob, PROBLEM_UNSUPPORTED_MEDIA_TYPE, NULL,
                        "Content-Type %s is not supported; send "
                        "application/json, application/octet-stream (binary "
                        "framing) or application/x-npy", in->content_type);
   if (!takes(in->op, *decoder))
-    return problem_set(prob, 415, "unsupported_media_type", NULL,
+    return problem_set(prob, PROBLEM_UNSUPPORTED_MEDIA_TYPE, NULL,
                        "%s takes no %s body (a .npy file is an input tensor, "
                        "and this operation has none); send application/json "
                        "or application/octet-stream (binary framing)",
-                       formats[in->op].route, (*decoder)->media_type);
+                       op_info(in->op)->route, (*decoder)->media_type);
   *encoder =
       codec_for_accept_among(in->accept, *decoder, formats[in->op].answers);
   if (*encoder != NULL) return 0;
-  return problem_set(prob, 406, "not_acceptable", NULL,
+  return problem_set(prob, PROBLEM_NOT_ACCEPTABLE, NULL,
                      "cannot answer with any type in Accept: %s; %s answers %s",
-                     in->accept, formats[in->op].route, answers_text(in->op));
+                     in->accept, op_info(in->op)->route, answers_text(in->op));
 }
 
 /* A request and its result, kept alive with a reply whose parts point
@@ -138,7 +130,7 @@ void service_handle(const service_input_t *in, const limits_t *lim,
     /* binary tensors in the reply point into req and res */
     if (in->by_reference && keep_with_reply(out, &req, &res) == 0) return;
     if (reply_flatten(out) != 0)
-      problem_set(&prob, 500, "out_of_memory", NULL, "out of memory");
+      problem_set(&prob, PROBLEM_OUT_OF_MEMORY, NULL, "out of memory");
   }
   if (prob.status != 0) {
     if (in->kserve) problem_reply_kserve(&prob, out);

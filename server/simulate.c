@@ -16,12 +16,12 @@ int simulate_run(const request_t *req, result_t *res, problem_t *prob) {
   int64_t need = norm_residual_workspace(&p);
   if (need == NORM_E_EPS) return problem_from_norm(prob, (int)need, "eps");
   if (need < 0)
-    return problem_set(prob, 422, "simulation_too_large", "layers",
+    return problem_set(prob, PROBLEM_SIMULATION_TOO_LARGE, "layers",
                        "layers x tokens x d x d must stay under %lld",
                        (long long)NORM_RESIDUAL_MAX_WORK);
   double *ws = malloc((size_t)need * sizeof *ws);
   if (ws == NULL)
-    return problem_set(prob, 500, "out_of_memory", NULL, "out of memory");
+    return problem_set(prob, PROBLEM_OUT_OF_MEMORY, NULL, "out of memory");
   size_t layers = (size_t)p.layers;
   int rc = 0;
   for (int k = 0; k < 2 && rc == 0; k++) {
@@ -32,7 +32,7 @@ int simulate_run(const request_t *req, result_t *res, problem_t *prob) {
     c->rel_update = malloc(layers * sizeof *c->rel_update);
     c->cosine = malloc(layers * sizeof *c->cosine);
     if (!c->rms || !c->cos_to_input || !c->rel_update || !c->cosine) {
-      rc = problem_set(prob, 500, "out_of_memory", NULL, "out of memory");
+      rc = problem_set(prob, PROBLEM_OUT_OF_MEMORY, NULL, "out of memory");
       break;
     }
     p.placement = k == 0 ? NORM_RESIDUAL_PRE : NORM_RESIDUAL_POST;

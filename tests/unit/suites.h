@@ -26,7 +26,9 @@
   X(codec_framed)                                                              \
   X(codec_kserve)                                                               \
   X(numarray)                                                                  \
-  X(log)
+  X(log)                                                                       \
+  X(ops)                                                                       \
+  X(problem)
 
 #define UNIT_DECLARE_(name) Suite *name##_suite(void);
 UNIT_SUITES(UNIT_DECLARE_)

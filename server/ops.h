@@ -1,0 +1,103 @@
+/* ops.h -- the one list of operations. Everything that enumerates
+ * operations reads OPS_MAP: the op_t enum (below), the /v1 routes
+ * (router.c), the KServe v2 models (codec_kserve.c), the body formats each
+ * takes and answers (service.c), the metrics label (metrics.c), the request
+ * fields it accepts (decode.c), its cross-field check and its compute
+ * function (compute.c), and /v1/info. tests/unit/check_ops.c checks the
+ * list against api/openapi.yaml.
+ *
+ * To add an operation: one row here, its fields in REQUEST_FIELDS
+ * (request.h) if it has new ones, its check in decode.c (or NULL) and its
+ * compute function in compute.c. Nothing else lists operations. */
+#ifndef NORMD_OPS_H
+#define NORMD_OPS_H
+
+/* The columns of a row:
+ *   id       OP_<id> in op_t
+ *   name     the op's name in logs, errors and /v1/info ("layer")
+ *   route    its POST route under /v1
+ *   model    its KServe v2 model name, or NULL (no /v2 model)
+ *   kind     OP_KIND_NORM (a normalization: listed in /v1/info "norms",
+ *            may explain itself), OP_KIND_STATS (moments), or
+ *            OP_KIND_EXPERIMENT (the residual stack)
+ *   takes    the body formats it reads (codec.h: codecs_all: JSON, framed,
+ *            .npy; codecs_no_npy: JSON and framed, for ops with no input
+ *            tensor, where a .npy body would have nothing to be)
+ *   answers  the formats it answers (codecs_no_npy for ops with no output
+ *            tensor: a .npy answer would have nothing to hold)
+ *   metric   its kind label in normd_elements_normalized_total, or NULL
+ *   fields   the request fields it accepts, FIELD(...) bits of
+ *            REQUEST_FIELDS (request.h); any other field is 422
+ *            unknown_field
+ *   check    decode.c: its checks across fields once all are read (what is
+ *            required beyond "input", what must agree with what), or NULL
+ *   compute  compute.c (or simulate.c): request in, result out */
+#define OPS_MAP(X)                                                              \
+  X(LAYER, "layer", "/v1/norm/layer", "layer_norm", OP_KIND_NORM, codecs_all,   \
+    codecs_all, "layer", FIELDS_LAYER, decode_check_trailing, compute_layer)    \
+  X(RMS, "rms", "/v1/norm/rms", "rms_norm", OP_KIND_NORM, codecs_all,           \
+    codecs_all, "rms", FIELDS_RMS, decode_check_trailing, compute_rms)          \
+  X(BATCH, "batch", "/v1/norm/batch", "batch_norm", OP_KIND_NORM, codecs_all,   \
+    codecs_all, "batch", FIELDS_BATCH, decode_check_given, compute_batch)       \
+  X(GROUP, "group", "/v1/norm/group", "group_norm", OP_KIND_NORM, codecs_all,   \
+    codecs_all, "group", FIELDS_GROUP, decode_check_groups, compute_group)      \
+  X(INSTANCE, "instance", "/v1/norm/instance", "instance_norm", OP_KIND_NORM,   \
+    codecs_all, codecs_all, "instance", FIELDS_INSTANCE, NULL,                  \
+    compute_instance)                                                           \
+  X(MOMENTS, "moments", "/v1/moments", NULL, OP_KIND_STATS, codecs_all,         \
+    codecs_no_npy, "moments", FIELDS_MOMENTS, decode_check_trailing,            \
+    compute_moments)                                                            \
+  X(MOMENTS_MERGE, "moments_merge", "/v1/moments/merge", NULL, OP_KIND_STATS,   \
+    codecs_no_npy, codecs_no_npy, NULL, FIELD(PARTS), decode_check_parts,       \
+    compute_merge)                                                              \
+  X(RESIDUAL, "residual", "/v1/residual/simulate", NULL, OP_KIND_EXPERIMENT,    \
+    codecs_no_npy, codecs_no_npy, NULL, FIELDS_RESIDUAL, NULL, simulate_run)
+
+/* The field sets of the rows. */
+#define FIELDS_NORM                                                            \
+  (FIELD(INPUT) | FIELD(WEIGHT) | FIELD(EPS) | FIELD(OUTPUT_DTYPE) |           \
+   FIELD(RETURN) | FIELD(BINARY_DATA_OUTPUT) | FIELD(EXPLAIN) |                \
+   FIELD(HISTOGRAM_BINS) | FIELD(HISTOGRAM_RANGE))
+#define FIELDS_TRAILING (FIELD(NORMALIZED_SHAPE) | FIELD(AXIS))
+#define FIELDS_LAYER                                                           \
+  (FIELDS_NORM | FIELDS_TRAILING | FIELD(BIAS) | FIELD(VARIANCE) |             \
+   FIELD(EPS_PLACEMENT))
+#define FIELDS_RMS (FIELDS_NORM | FIELDS_TRAILING)
+#define FIELDS_BATCH                                                           \
+  (FIELDS_NORM | FIELD(BIAS) | FIELD(RUNNING_MEAN) | FIELD(RUNNING_VAR) |      \
+   FIELD(MEAN) | FIELD(VAR) | FIELD(MODE) | FIELD(MOMENTUM) |                  \
+   FIELD(NUM_BATCHES_TRACKED))
+#define FIELDS_GROUP (FIELDS_NORM | FIELD(BIAS) | FIELD(NUM_GROUPS))
+#define FIELDS_INSTANCE (FIELDS_NORM | FIELD(BIAS))
+#define FIELDS_MOMENTS (FIELD(INPUT) | FIELDS_TRAILING | FIELD(LAYOUT))
+#define FIELDS_RESIDUAL                                                        \
+  (FIELD(EPS) | FIELD(TOKENS) | FIELD(D) | FIELD(LAYERS) | FIELD(NORM) |       \
+   FIELD(PLACEMENT) | FIELD(SEED) | FIELD(GAIN))
+
+typedef enum {
+#define OP_ENUM_(id, ...) OP_##id,
+  OPS_MAP(OP_ENUM_)
+#undef OP_ENUM_
+  OP_COUNT
+} op_t;
+
+typedef enum { OP_KIND_NORM, OP_KIND_STATS, OP_KIND_EXPERIMENT } op_kind_t;
+
+/* The data columns of a row (the function columns are read where they are
+ * called: decode.c, compute.c). */
+typedef struct {
+  const char *name, *route, *model;
+  op_kind_t kind;
+  const char *metric;
+  unsigned long long fields; /* FIELD(...) bits */
+} op_info_t;
+
+/* The row of op (op < OP_COUNT). */
+const op_info_t *op_info(op_t op);
+
+/* The op's name in URLs, metrics and info: "layer", ..., "moments";
+ * "unknown" past the list. */
+const char *op_name(op_t op);
+
+
+#endif

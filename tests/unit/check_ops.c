@@ -1,0 +1,112 @@
+/* check_ops.c -- the operation list (server/ops.h) against the contract,
+ * api/openapi.yaml: every /v1 compute path (a path with a `post`) is the
+ * route of one operation and every operation's route is such a path; every
+ * model enum of the spec names exactly the operations' KServe v2 models.
+ * Run from the repository root (spec.h reads the file). */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kserve.h"
+#include "ops.h"
+#include "router.h"
+#include "spec.h"
+#include "suites.h"
+
+START_TEST(test_routes_match_spec) {
+  char *text = spec_text();
+  static names_t posts;
+  posts.n = 0;
+  spec_post_paths(text, &posts);
+  ck_assert_int_gt(posts.n, 0);
+  /* every operation's route is a compute path of the spec ... */
+  for (int op = 0; op < OP_COUNT; op++)
+    ck_assert_msg(names_has(&posts, op_info((op_t)op)->route),
+                  "operation %s: route %s is not a POST path of %s",
+                  op_name((op_t)op), op_info((op_t)op)->route, SPEC_PATH);
+  /* ... and every /v1 compute path of the spec is an operation's route */
+  int v1 = 0;
+  for (int i = 0; i < posts.n; i++) {
+    if (strncmp(posts.name[i], "/v1/", 4) != 0) continue;
+    v1++;
+    int found = 0;
+    for (int op = 0; op < OP_COUNT; op++)
+      found |= strcmp(op_info((op_t)op)->route, posts.name[i]) == 0;
+    ck_assert_msg(found, "%s: POST %s has no row in OPS_MAP (server/ops.h)",
+                  SPEC_PATH, posts.name[i]);
+  }
+  ck_assert_int_eq(v1, OP_COUNT);
+  free(text);
+}
+END_TEST
+
+START_TEST(test_models_match_spec) {
+  char *text = spec_text();
+  const char *first = NULL;
+  int nmodels = 0;
+  for (int op = 0; op < OP_COUNT; op++)
+    if (op_info((op_t)op)->model != NULL) {
+      nmodels++;
+      if (first == NULL) first = op_info((op_t)op)->model;
+    }
+  ck_assert_ptr_nonnull(first);
+  static names_t lists[16];
+  int nlists = spec_enums_with(text, first, lists, 16);
+  ck_assert_msg(nlists >= 1, "%s: no enum lists the model %s", SPEC_PATH,
+                first);
+  for (int k = 0; k < nlists; k++) {
+    ck_assert_msg(lists[k].n == nmodels,
+                  "%s: a model enum has %d names, OPS_MAP %d models", SPEC_PATH,
+                  lists[k].n, nmodels);
+    for (int i = 0; i < lists[k].n; i++) {
+      op_t op;
+      ck_assert_msg(kserve_model_op(lists[k].name[i], &op) == 0,
+                    "%s: model %s has no row in OPS_MAP", SPEC_PATH,
+                    lists[k].name[i]);
+    }
+  }
+  free(text);
+}
+END_TEST
+
+/* What the list gives the tables built from it. */
+START_TEST(test_list_feeds_tables) {
+  for (int op = 0; op < OP_COUNT; op++) {
+    const op_info_t *info = op_info((op_t)op);
+    ck_assert_ptr_nonnull(info->name);
+    ck_assert_str_eq(op_name((op_t)op), info->name);
+    route_match_t m;
+    router_match(info->route, &m);
+    ck_assert_ptr_nonnull(m.route);
+    ck_assert_int_eq(m.route->handler, H_COMPUTE);
+    ck_assert_int_eq(m.op, op);
+    if (info->model != NULL) {
+      op_t back;
+      ck_assert_int_eq(kserve_model_op(info->model, &back), 0);
+      ck_assert_int_eq(back, op);
+      ck_assert_str_eq(kserve_model_name((op_t)op), info->model);
+      char path[128];
+      snprintf(path, sizeof path, "/v2/models/%s/infer", info->model);
+      router_match(path, &m);
+      ck_assert(m.model_known);
+      ck_assert_int_eq(m.op, op);
+    }
+    for (int other = 0; other < op; other++) {
+      ck_assert_str_ne(op_info((op_t)other)->name, info->name);
+      ck_assert_str_ne(op_info((op_t)other)->route, info->route);
+    }
+  }
+  ck_assert_str_eq(op_name(OP_COUNT), "unknown");
+}
+END_TEST
+
+Suite *ops_suite(void) {
+  Suite *s = suite_create("ops");
+  TCase *tc = tcase_create("Core");
+  tcase_add_test(tc, test_list_feeds_tables);
+  tcase_add_test(tc, test_routes_match_spec);
+  tcase_add_test(tc, test_models_match_spec);
+  suite_add_tcase(s, tc);
+  return s;
+}
