@@ -52,7 +52,7 @@ $(SERVER_LIB): $(SERVER_OBJ)
 # The files that print the revision rebuild when it changes.
 REVISION_FILE := $(BUILD)/revision
 $(shell mkdir -p $(BUILD); echo '$(REVISION)' | cmp -s - $(REVISION_FILE) 2>/dev/null || echo '$(REVISION)' > $(REVISION_FILE))
-$(BUILD)/server/main.o $(BUILD)/server/http.o: $(REVISION_FILE)
+$(BUILD)/server/main.o $(BUILD)/server/http_get.o: $(REVISION_FILE)
 
 $(NORMD): $(BUILD)/server/main.o $(SERVER_LIB) $(CORE_LIB)
 	$(CC) $(CFLAGS) -o $@ $^ $(SERVER_LIBS)

@@ -83,10 +83,10 @@ int main(int argc, char **argv) {
    * heap they are reused without a page fault per 4 KiB (mmap'd ones come
    * back zeroed each time): ~900 faults per 4 MiB framed request before,
    * ~50 after, and +30% requests/s. One arena, because malloc_trim (which
-   * http.c calls once the server is idle, to give the memory back) cannot
-   * shrink the heaps of the per-thread arenas; a few large allocations per
-   * request do not contend for its lock. 32 MiB is the largest mmap
-   * threshold glibc takes. */
+   * http_clock.c calls once the server is idle, to give the memory back)
+   * cannot shrink the heaps of the per-thread arenas; a few large
+   * allocations per request do not contend for its lock. 32 MiB is the
+   * largest mmap threshold glibc takes. */
   mallopt(M_ARENA_MAX, 1);
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
   mallopt(M_TRIM_THRESHOLD, 256 << 20);

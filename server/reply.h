@@ -1,6 +1,7 @@
 /* reply.h -- a finished HTTP answer, independent of libmicrohttpd: what the
- * service computes on a worker and what http.c turns into an MHD response.
- * The body is malloc'd and owned by the reply until handed to MHD. */
+ * service computes on a worker and what http_reply.c turns into an MHD
+ * response. The body is malloc'd and owned by the reply until handed to
+ * MHD. */
 #ifndef NORMD_REPLY_H
 #define NORMD_REPLY_H
 

@@ -13,7 +13,7 @@
  *   bit 7     Accept: application/x-npy (else JSON) */
 #include "fuzz_common.h"
 
-enum { MAX_PARAMS = 64 }; /* http.c answers 400 past this many */
+enum { MAX_PARAMS = 64 }; /* http_admit.c answers 400 past this many */
 
 typedef struct {
   char bytes[256];

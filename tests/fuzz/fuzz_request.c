@@ -3,9 +3,10 @@
  * compute -> encode -> reply. The request line and headers are split as
  * libmicrohttpd would (router_unescape for path and query, first header
  * of a name wins, names case-insensitive); everything after the blank line is
- * the body. Requests that http.c answers itself (404, 405, OPTIONS, GET
- * routes, > 64 query parameters) stop before service_handle; every other
- * one must get a well-formed reply (fuzz_common.h).
+ * the body. Requests that normd answers on the HTTP thread (http_admit.c,
+ * http_get.c: 404, 405, OPTIONS, GET routes, > 64 query parameters) stop
+ * before service_handle; every other one must get a well-formed reply
+ * (fuzz_common.h).
  *
  * Input: "POST /v1/norm/layer?eps=0.1 HTTP/1.1\r\nContent-Type: ...\r\n
  * \r\n{...}"; line ends may be \r\n or \n. */
@@ -88,7 +89,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (m.route == NULL || m.route->handler != H_COMPUTE ||
       !router_allows(m.route, method) || strcmp(method, "POST") != 0 ||
       (m.route->kserve && !m.model_known))
-    goto out; /* answered by http.c on the HTTP thread */
+    goto out; /* answered on the HTTP thread (http_admit.c) */
 
   query_param_t params[MAX_PARAMS];
   size_t nparams = 0;

@@ -1,0 +1,352 @@
+/* http_admit.c -- what a request's first handler call decides before any
+ * body byte is read (framing that smells of smuggling, route, method, API
+ * key, GET routes, draining, 413 by Content-Length, a full pool), and, once
+ * an admitted compute request's body is in, its job: copied headers and
+ * query, handed to the pool, resumed with the reply. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "http_internal.h"
+#include "service.h"
+
+/* A compute request crossing the pool. The HTTP thread creates it and moves
+ * the body into it; the worker fills `reply` and frees the body; the done
+ * callback moves the reply to the request state, resumes the connection and
+ * frees the job. */
+typedef struct {
+  pool_job_t base;
+  request_state_t *rs;
+  body_t body;
+  op_t op;
+  int kserve;
+  char *content_type; /* copies of the headers, NULL when absent */
+  char *accept;
+  char *header_length;
+  query_param_t *query; /* copies of the query parameters */
+  size_t nquery;
+  limits_t limits;
+  reply_t reply;
+} job_t;
+
+/* ---- the compute path ---- */
+
+static void job_run(pool_job_t *base) {
+  job_t *job = (job_t *)base;
+  service_input_t in = {.op = job->op,
+                        .body = job->body.data,
+                        .len = job->body.len,
+                        .body_mem = job->body.mem,
+                        .content_type = job->content_type,
+                        .accept = job->accept,
+                        .header_length = job->header_length,
+                        .query = job->query,
+                        .nquery = job->nquery,
+                        .kserve = job->kserve,
+                        .by_reference = 1};
+  job->body = (body_t){0}; /* the service owns it now */
+  service_handle(&in, &job->limits, &job->reply);
+}
+
+static void job_free(job_t *job) {
+  free(job->content_type);
+  free(job->accept);
+  free(job->header_length);
+  for (size_t i = 0; i < job->nquery; i++) {
+    free((char *)job->query[i].key);
+    free((char *)job->query[i].value);
+  }
+  free(job->query);
+  http__body_free(&job->body);
+  free(job);
+}
+
+static void job_done(pool_job_t *base) {
+  job_t *job = (job_t *)base;
+  request_state_t *rs = job->rs;
+  reply_free(&rs->reply);
+  rs->reply = job->reply;
+  rs->reply_ready = 1;
+  struct MHD_Connection *c = rs->mhd_conn;
+  job_free(job);
+  MHD_resume_connection(c);
+}
+
+/* A copy of a header value (NULL stays NULL); -1 on out of memory. */
+static int copy_header(char **dst, const char *value) {
+  *dst = value ? strdup(value) : NULL;
+  return (value != NULL && *dst == NULL) ? -1 : 0;
+}
+
+enum { MAX_QUERY_PARAMS = 64 };
+
+/* MHD iterator: copies each query parameter into the job (values already
+ * percent-decoded). Stops, leaving nquery past the limit, when there are
+ * too many; a failed copy leaves a NULL key. */
+static enum MHD_Result collect_query(void *cls, enum MHD_ValueKind kind,
+                                     const char *key, const char *value) {
+  (void)kind;
+  job_t *job = cls;
+  if (job->nquery == MAX_QUERY_PARAMS) {
+    job->nquery++;
+    return MHD_NO;
+  }
+  query_param_t *q = &job->query[job->nquery++];
+  q->key = strdup(key);
+  q->value = value ? strdup(value) : NULL;
+  return (q->key && (value == NULL || q->value)) ? MHD_YES : MHD_NO;
+}
+
+static int copy_query(job_t *job, struct MHD_Connection *c) {
+  job->query = calloc(MAX_QUERY_PARAMS + 1, sizeof *job->query);
+  if (job->query == NULL) return -1;
+  MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, collect_query, job);
+  for (size_t i = 0; i < job->nquery && i < MAX_QUERY_PARAMS; i++)
+    if (job->query[i].key == NULL) return -1;
+  return 0;
+}
+
+/* 503: max_inflight jobs are queued or running. */
+static void overloaded(request_state_t *rs) {
+  http__problem_now(rs, PROBLEM_OVERLOADED, "%s",
+                    "too many requests in flight; retry after a moment");
+  rs->reply.retry_after_s = (int)rs->srv->cfg->retry_after_s;
+}
+
+/* Body complete: hand it to the pool, or answer 503 at once. The request
+ * was counted in server.accepted on its first call, so a drain that began
+ * since waits for it. */
+enum MHD_Result http__submit_compute(request_state_t *rs) {
+  server_t *srv = rs->srv;
+  if (pool_try_reserve(srv->pool) != 0) { /* filled up while the body came */
+    overloaded(rs);
+    return http__send_reply(rs);
+  }
+  job_t *job = calloc(1, sizeof *job);
+  struct MHD_Connection *c = rs->mhd_conn;
+  if (job == NULL ||
+      copy_header(&job->content_type,
+                  http__header(c, MHD_HTTP_HEADER_CONTENT_TYPE)) != 0 ||
+      copy_header(&job->accept, http__header(c, MHD_HTTP_HEADER_ACCEPT)) != 0 ||
+      copy_header(&job->header_length,
+                  http__header(c, "Inference-Header-Content-Length")) != 0 ||
+      copy_query(job, c) != 0)
+    goto err;
+  if (job->nquery > MAX_QUERY_PARAMS) {
+    job_free(job);
+    pool_release(srv->pool);
+    http__problem_now(rs, PROBLEM_TOO_MANY_PARAMETERS,
+                      "more than %s query parameters", "64");
+    return http__send_reply(rs);
+  }
+  job->base.run = job_run;
+  job->base.done = job_done;
+  job->rs = rs;
+  job->op = rs->match.op;
+  job->kserve = rs->route->kserve;
+  job->limits = srv->limits;
+  job->body = rs->body; /* moves */
+  memset(&rs->body, 0, sizeof rs->body);
+  MHD_suspend_connection(rs->mhd_conn);
+  pool_submit(srv->pool, &job->base);
+  return MHD_YES;
+
+err:
+  if (job) job_free(job);
+  pool_release(srv->pool);
+  http__problem_now(rs, PROBLEM_OUT_OF_MEMORY, "%s", "out of memory");
+  return http__send_reply(rs);
+}
+
+void http__too_large(request_state_t *rs) {
+  char limit[32];
+  snprintf(limit, sizeof limit, "%lld",
+           (long long)rs->srv->cfg->max_body_bytes);
+  http__problem_now(rs, PROBLEM_BODY_TOO_LARGE,
+                    "request body larger than max_body_bytes (%s bytes)",
+                    limit);
+  rs->reply.close = 1;
+}
+
+/* ---- admission ---- */
+
+/* Whether a route asks for an API key: compute routes, or with scope
+ * "all" every route but liveness and readiness. */
+static int needs_key(const server_t *srv, const route_t *r) {
+  if (!auth_enabled(srv->auth)) return 0;
+  if (strcmp(srv->cfg->api_key_scope, "all") == 0)
+    return r->handler != H_HEALTHZ && r->handler != H_READYZ &&
+           r->handler != H_V2_LIVE && r->handler != H_V2_READY;
+  return r->handler == H_COMPUTE;
+}
+
+/* What every header line says about where the body ends and how it is
+ * coded (MHD_lookup_connection_value sees only the first of a repeated
+ * header). */
+typedef struct {
+  const char *content_length;   /* the first */
+  int content_length_conflict;  /* a later one says otherwise */
+  int transfer_encodings;       /* Transfer-Encoding lines */
+  int transfer_other;           /* one of them is not exactly "chunked" */
+  const char *content_encoding; /* a value naming a coding but identity */
+} framing_t;
+
+/* Whether a Content-Encoding value (a list of codings) names one other
+ * than identity; if so the value into *other. */
+static int names_coding(const char *value, const char **other) {
+  for (const char *p = value; *p;) {
+    p += strspn(p, " \t,");
+    size_t n = strcspn(p, " \t,");
+    if (n > 0 && !(n == 8 && strncasecmp(p, "identity", 8) == 0)) {
+      *other = value;
+      return 1;
+    }
+    p += n;
+  }
+  return 0;
+}
+
+static enum MHD_Result look_framing(void *cls, enum MHD_ValueKind kind,
+                                    const char *key, const char *value) {
+  (void)kind;
+  framing_t *f = cls;
+  if (value == NULL) value = "";
+  if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) {
+    if (f->content_length == NULL)
+      f->content_length = value;
+    else if (strcmp(f->content_length, value) != 0)
+      f->content_length_conflict = 1;
+  } else if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) {
+    f->transfer_encodings++;
+    if (strcasecmp(value, "chunked") != 0) f->transfer_other = 1;
+  } else if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_ENCODING) == 0 &&
+             f->content_encoding == NULL) {
+    names_coding(value, &f->content_encoding);
+  }
+  return MHD_YES;
+}
+
+/* Framing normd does not guess at, refused on any route before routing,
+ * with the connection closed so no byte of the body is read as a next
+ * request: Content-Length lines that disagree (libmicrohttpd would use the
+ * first, a proxy in front perhaps another: request smuggling), and a
+ * Transfer-Encoding other than one "chunked" (libmicrohttpd would read
+ * the body until the client closes, which it never does). Returns 1 when
+ * it answered. */
+static int refuse_framing(request_state_t *rs, const framing_t *f) {
+  if (f->content_length_conflict) {
+    http__problem_now(rs, PROBLEM_BAD_REQUEST, "%s",
+                      "Content-Length is given more than once with different "
+                      "values: send one");
+  } else if (f->transfer_encodings > 1 || f->transfer_other) {
+    http__problem_now(rs, PROBLEM_UNSUPPORTED_TRANSFER_ENCODING, "%s",
+                      "normd reads Transfer-Encoding: chunked only (one "
+                      "coding, in one header)");
+  } else {
+    return 0;
+  }
+  rs->reply.close = 1;
+  return 1;
+}
+
+/* Decides on the first call, before any body byte is read, whether the
+ * request can be answered at once (404, 405, OPTIONS, 413 by
+ * Content-Length, 503 while draining or with max_inflight jobs queued or
+ * running, GET routes). */
+void http__first_call(request_state_t *rs, const char *url,
+                      const char *method) {
+  server_t *srv = rs->srv;
+  framing_t framing = {0};
+  MHD_get_connection_values(rs->mhd_conn, MHD_HEADER_KIND, look_framing,
+                            &framing);
+  router_match(url, &rs->match);
+  rs->route = rs->match.route;
+  if (refuse_framing(rs, &framing)) return;
+  if (rs->route == NULL) {
+    http__problem_now(rs, PROBLEM_NOT_FOUND, "no route %s; see GET /v1/info",
+                      url);
+    return;
+  }
+  if (rs->route->kserve && strstr(rs->route->path, "{model}") &&
+      !rs->match.model_known) {
+    http__problem_now(rs, PROBLEM_UNKNOWN_MODEL,
+                      "unknown model or version: \"%s\" (models: layer_norm, "
+                      "rms_norm, batch_norm, group_norm, instance_norm; "
+                      "version 1)",
+                      rs->match.model);
+    return;
+  }
+  if (!router_allows(rs->route, method)) {
+    http__problem_now(rs, PROBLEM_METHOD_NOT_ALLOWED, "%s is not allowed here",
+                      method);
+    rs->reply.allow = rs->route->allow;
+    return;
+  }
+  if (strcmp(method, "OPTIONS") == 0) { /* preflights carry no credentials */
+    http__preflight_reply(rs);
+    return;
+  }
+  if (needs_key(srv, rs->route) &&
+      !auth_check(srv->auth,
+                  http__header(rs->mhd_conn, MHD_HTTP_HEADER_AUTHORIZATION))) {
+    http__problem_now(rs, PROBLEM_UNAUTHORIZED, "%s",
+                      "this route needs an API key: Authorization: Bearer "
+                      "<key>");
+    rs->reply.unauthorized = 1;
+    rs->reply.close = 1; /* answer now; do not read the body */
+    return;
+  }
+  if (rs->route->handler != H_COMPUTE) {
+    http__get_reply(rs);
+    return;
+  }
+  /* a gzip body read as JSON: garbage */
+  if (framing.content_encoding != NULL) {
+    http__problem_now(rs, PROBLEM_UNSUPPORTED_MEDIA_TYPE, "%s",
+                      "normd does not decode Content-Encoding: send the body "
+                      "uncompressed (no Content-Encoding, or identity)");
+    rs->reply.close = 1; /* answer now; do not read the body */
+    return;
+  }
+  /* Count first, then look at draining: with both atomics sequentially
+   * consistent, a drain either sees this request (and waits for its body,
+   * its job and its answer) or this request sees the drain and is refused,
+   * never neither. */
+  atomic_fetch_add(&srv->accepted, 1);
+  atomic_store(&srv->last_busy_ms, http__now_ms());
+  rs->accepted = 1;
+  if (atomic_load(&srv->draining)) {
+    http__problem_now(rs, PROBLEM_DRAINING, "%s", "normd is shutting down");
+    rs->reply.retry_after_s = (int)srv->cfg->retry_after_s;
+    rs->reply.close = 1;
+    return;
+  }
+  const char *cl = http__header(rs->mhd_conn, MHD_HTTP_HEADER_CONTENT_LENGTH);
+  if (cl != NULL) {
+    char *end;
+    unsigned long long n = strtoull(cl, &end, 10);
+    if (n > (unsigned long long)srv->cfg->max_body_bytes)
+      http__too_large(rs);
+    else if (*end == '\0')
+      rs->expected = (size_t)n;
+  }
+  /* The pool is full: say so now rather than after the upload. This only
+   * looks; the slot is reserved when the body is in (submit_compute), so a
+   * pool that fills up meanwhile still answers 503 then. Queued before the
+   * body is read, the answer makes MHD skip the body and close the
+   * connection, hence Connection: close. */
+  if (!rs->reply_ready && pool_inflight(srv->pool) >= srv->cfg->max_inflight) {
+    overloaded(rs);
+    rs->reply.close = 1;
+  }
+  /* A framed body's tensors follow its JSON header: align them (body_t). */
+  const char *hl =
+      http__header(rs->mhd_conn, "Inference-Header-Content-Length");
+  if (hl != NULL) {
+    char *end;
+    unsigned long long n = strtoull(hl, &end, 10);
+    if (*end == '\0' && n < (unsigned long long)srv->cfg->max_body_bytes)
+      rs->body.align_at = (size_t)n;
+  }
+}
