@@ -16,6 +16,7 @@
 #include "config.h"
 #include "http.h"
 #include "pool.h"
+#include "problem.h"
 #include "reply.h"
 #include "request.h"
 #include "router.h"
