@@ -1,5 +1,6 @@
-/* decode.h -- from a parsed JSON document to a request_t: the field table of
- * every /v1 route and the tensor decoder shared by every codec. JSON bodies,
+/* decode.h -- from a request body to a request_t: the document (framing,
+ * parse, query string: decode_body.c), its fields (decode.c) and its tensors
+ * (decode_tensor.c), shared by every codec. JSON bodies,
  * the binary framing (JSON header + raw tensor bytes), .npy query parameters
  * and KServe v2 requests all end up here, so a field means the same thing
  * in every format and is validated in one place. */
@@ -53,8 +54,9 @@ int decode_json_root(decode_ctx_t *ctx, const char *body, size_t len,
 int decode_tensor(decode_ctx_t *ctx, const json_t *v, const char *field,
                   req_tensor_t *out, problem_t *prob);
 
-/* Every field of obj into req for op, then the cross-field checks (input
- * present, normalized_shape against the input, mode "given", ...). If the
+/* Every field of obj into req for op (only the fields of op's field set,
+ * OPS_MAP), then the checks across fields (input present, its row's check:
+ * normalized_shape against the input, mode "given", ...). If the
  * input arrived another way (.npy body), req->input is already present and
  * obj must not carry one. Framed bodies must use up the binary tail. */
 int decode_request(decode_ctx_t *ctx, const json_t *obj, op_t op,
