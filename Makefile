@@ -142,8 +142,9 @@ $(BUILD)/check_kern: bench/check_kern.c $(CORE_LIB)
 	$(CC) $(CFLAGS) -Icore -o $@ $< $(CORE_LIB) -lm
 $(BUILD)/fmt_sweep: bench/fmt_sweep.c $(BUILD)/server/fmt.o
 	$(CC) $(CFLAGS) -Iserver -o $@ $< $(BUILD)/server/fmt.o -lpthread -lm
-$(BUILD)/parse_sweep: bench/parse_sweep.c $(BUILD)/server/fmt.o
-	$(CC) $(CFLAGS) -Iserver -o $@ $< $(BUILD)/server/fmt.o -lpthread -lm
+$(BUILD)/parse_sweep: bench/parse_sweep.c $(BUILD)/server/fmt.o $(BUILD)/server/fmt_parse.o
+	$(CC) $(CFLAGS) -Iserver -o $@ $< $(BUILD)/server/fmt.o $(BUILD)/server/fmt_parse.o \
+	  -lpthread -lm
 $(BUILD)/codec_bench: bench/codec_bench.c $(SERVER_LIB) $(CORE_LIB)
 	$(CC) $(CFLAGS) $(SERVER_CFLAGS) -Icore -Iserver -o $@ $< $(SERVER_LIB) $(CORE_LIB) \
 	  $(SERVER_LIBS)

@@ -1,0 +1,456 @@
+/* fmt_parse.c -- parsing exact number text: a JSON number's text to the
+ * correctly rounded float64 / float32, bit for bit what strtod / strtof
+ * give (fmt_parse_double, fmt_parse_float), and the non-finite spellings
+ * (fmt_parse_nonfinite). Printing, the other direction, is in fmt.c; what
+ * both share (the bignum behind their tables, 128-bit helpers) is in
+ * fmt_internal.h. */
+#include "fmt.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <float.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fmt_internal.h"
+
+/* How: the scan keeps the first 19 significant digits w and the exponent
+ * q (value w * 10^q); then Clinger's fast path (one exact operation in
+ * double) when w and 10^q are exact doubles, else Eisel-Lemire (Lemire,
+ * "Number Parsing at a Gigabyte per Second", 2021): w times a 128-bit
+ * truncation of 5^q, with a bound on the error that says when the product
+ * decides the rounding. The rare text it cannot decide goes to strtod /
+ * strtof.
+ *
+ * The table of 5^q (128 bits, for q < 0 from reciprocals) is computed
+ * once, exactly, with fmt_internal.h's bignum (pthread_once).
+ * bench/parse_sweep.c checks all 2^32 float32 bit patterns, and random
+ * doubles and texts, against strtof / strtod. */
+
+/* ---- parsing: the scan --------------------------------------------------- */
+
+#define W_DIGITS 19 /* significant digits that always fit a uint64_t */
+/* Exponents stop growing here: a text would need 10^15 digits to bring
+ * such a number back into range. */
+#define EXP_CAP 1000000000000000
+
+/* A JSON number's text as w * 10^q (up to the dropped digits). */
+typedef struct {
+  uint64_t w;    /* the first W_DIGITS significant digits, or all of them */
+  int64_t q;     /* the exponent of w's last digit */
+  int neg;       /* a leading '-' */
+  int truncated; /* a non-zero digit after the first W_DIGITS was dropped:
+                  * the value lies strictly between w and w + 1 (x 10^q) */
+} scan_t;
+
+static int is_digit(char c) { return (unsigned char)(c - '0') < 10; }
+
+/* Up to eight digits at once (SWAR): the 8 bytes at p as a little-endian
+ * word (the first byte lowest), how many of them lead as ASCII digits, and
+ * the value of those. */
+#define BYTES_OF(b) (0x0101010101010101ull * (b))
+static uint64_t load8(const char *p) {
+  uint64_t v;
+  memcpy(&v, p, sizeof v);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+  v = __builtin_bswap64(v);
+#endif
+  return v;
+}
+
+/* A digit byte is 0x30..0x39: high nibble 3, and still 3 after adding 6.
+ * A carry out of a non-digit byte (>= 0xFA) can only spoil the bytes
+ * after it, which the count never looks at. */
+FMT__HOT int leading_digits8(uint64_t v) {
+  uint64_t bad = ((v & BYTES_OF(0xF0)) ^ BYTES_OF(0x30)) |
+                 (((v + BYTES_OF(0x06)) & BYTES_OF(0xF0)) ^ BYTES_OF(0x30));
+  return bad ? __builtin_ctzll(bad) / 8 : 8;
+}
+
+/* The value of the first n (1..8) digit bytes of v. */
+FMT__HOT uint32_t leading_value8(uint64_t v, int n) {
+  /* Digits to values (a borrow out of a later non-digit byte only spoils
+   * the bytes after it), then those n to the top: the bytes shifted in
+   * below them are leading zeros. */
+  v = (v - BYTES_OF('0')) << (8 * (8 - n));
+  /* byte 2j becomes 10 * d(2j) + d(2j+1) (< 100: no carry) */
+  v = v * 10 + (v >> 8);
+  /* the four pairs p0..p3 sit in bytes 0, 2, 4, 6; multiplying p0 and p2
+   * (bytes 0, 4) by 100 + 10^6 * 2^32 and p1 and p3 by 1 + 10^4 * 2^32
+   * adds up p0 * 10^6 + p1 * 10^4 + p2 * 100 + p3 in the upper half. */
+  uint64_t p02 = v & 0x000000FF000000FFull;
+  uint64_t p13 = (v >> 16) & 0x000000FF000000FFull;
+  return (uint32_t)((p02 * (100 + (1000000ull << 32)) +
+                     p13 * (1 + (10000ull << 32))) >>
+                    32);
+}
+
+/* Appends the digits at p to w, up to W_DIGITS in all (*nd counts them),
+ * and returns the end of the run of digits; *extra counts the digits past
+ * W_DIGITS and *truncated says whether one of them was not 0. */
+FMT__HOT const char *scan_digits(const char *p, const char *end, uint64_t *w,
+                                 int *nd, int64_t *extra, int *truncated) {
+  static const uint32_t pow10_u32[9] = {
+      1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000};
+  while (end - p >= 8) {
+    uint64_t v = load8(p);
+    int n = leading_digits8(v);
+    if (n == 8 && *nd <= W_DIGITS - 8) { /* a whole word of digits */
+      *w = *w * 100000000 + leading_value8(v, 8);
+      *nd += 8;
+      p += 8;
+    } else if (n < 8 && *nd + n <= W_DIGITS) { /* the run ends here */
+      if (n > 0) *w = *w * pow10_u32[n] + leading_value8(v, n);
+      *nd += n;
+      return p + n;
+    } else {
+      break;
+    }
+  }
+  for (; *nd < W_DIGITS && p < end && is_digit(*p); p++, ++*nd)
+    *w = *w * 10 + (uint64_t)(*p - '0');
+  const char *rest = p;
+  for (; p < end && is_digit(*p); p++) *truncated |= *p != '0';
+  *extra += p - rest;
+  return p;
+}
+
+/* The length of the longest prefix of s[0, len) in JSON number syntax (0 if
+ * none), and its w, q, sign. */
+FMT__HOT size_t scan_number(const char *s, size_t len, scan_t *out) {
+  const char *p = s, *end = s + len;
+  uint64_t w = 0;
+  int64_t q = 0, extra = 0;
+  int nd = 0, truncated = 0; /* nd: significant digits kept in w */
+  int neg = p < end && *p == '-';
+  p += neg;
+  if (p == end || !is_digit(*p)) return 0;
+  if (*p == '0') /* a leading 0 stands alone: "01" is "0", then "1" */
+    p++;
+  else
+    p = scan_digits(p, end, &w, &nd, &extra, &truncated);
+  q += extra; /* integer digits past W_DIGITS scale w up */
+  if (end - p >= 2 && *p == '.' && is_digit(p[1])) {
+    p++;
+    if (nd == 0) { /* "0.000123": zeros before the first significant digit */
+      const char *zeros = p;
+      while (p < end && *p == '0') p++;
+      q -= p - zeros;
+    }
+    int before = nd;
+    p = scan_digits(p, end, &w, &nd, &extra, &truncated);
+    q -= nd - before; /* fraction digits kept in w scale it down (those
+                       * dropped do not: extra is not used again) */
+  }
+  if (end - p >= 2 && (*p | 0x20) == 'e') { /* 'e' or 'E' */
+    const char *e = p + 1;
+    int exp_neg = 0;
+    if (*e == '+' || *e == '-') exp_neg = *e++ == '-';
+    if (e < end && is_digit(*e)) {
+      int64_t x = 0;
+      for (; e < end && is_digit(*e); e++)
+        if (x < EXP_CAP) x = x * 10 + (*e - '0');
+      q += exp_neg ? -x : x;
+      p = e;
+    }
+  }
+  *out = (scan_t){.w = w, .q = q, .neg = neg, .truncated = truncated};
+  return (size_t)(p - s);
+}
+
+/* ---- parsing: Eisel-Lemire ----------------------------------------------- */
+
+#define POW10_MIN (-342) /* 10^19 * 10^-343 is below half of 2^-1074 */
+#define POW10_MAX 308    /* 10^309 is above DBL_MAX */
+#define POW10_COUNT (POW10_MAX - POW10_MIN + 1)
+/* 5^27 < 2^64: its 128-bit form ends in 64 zero bits */
+#define EXACT_Q_MAX 27
+
+/* 5^q = pow5_128[q - POW10_MIN] * 2^pow5_128_exp2[q - POW10_MIN], the
+ * significand scaled into [2^127, 2^128): for q >= 0 the floor (exact for
+ * q <= 55), for q < 0 the ceiling of 2^(127 + bits(5^-q)) / 5^-q. */
+static fmt__u128 pow5_128[POW10_COUNT];
+static int16_t pow5_128_exp2[POW10_COUNT];
+static pthread_once_t parse_tables_once = PTHREAD_ONCE_INIT;
+
+static void parse_tables_init(void) {
+  fmt__big_t p = {{1}}; /* 5^k */
+  for (int k = 0; k <= -POW10_MIN; k++) {
+    int bits = fmt__big_bits(&p);
+    if (k <= POW10_MAX) {
+      pow5_128[k - POW10_MIN] = fmt__big_window(&p, bits - 128);
+      pow5_128_exp2[k - POW10_MIN] = (int16_t)(bits - 128);
+    }
+    if (k > 0) { /* never exact: the ceiling is the floor + 1 */
+      fmt__u128 r = fmt__big_reciprocal(&p, bits, 128) + 1;
+      assert(r >> 127 == 1);
+      pow5_128[-k - POW10_MIN] = r;
+      pow5_128_exp2[-k - POW10_MIN] = (int16_t)(-127 - bits);
+    }
+    fmt__big_mul_small(&p, 5);
+  }
+}
+
+/* An IEEE binary format, and where w * 10^q (w < 2^64) surely rounds to 0
+ * (q < min_q) or to infinity (q > max_q, since w >= 1). */
+typedef struct {
+  int sig_bits;  /* significand bits with the hidden one: 53, 24 */
+  int bias;      /* exponent bias: 1023, 127 */
+  int max_field; /* the exponent field of infinity: 2047, 255 */
+  int min_q, max_q;
+} binary_format_t;
+
+static const binary_format_t binary64 = {53, 1023, 2047, POW10_MIN, POW10_MAX};
+/* 10^19 * 10^-65 is below half of 2^-149; 10^39 is above FLT_MAX */
+static const binary_format_t binary32 = {24, 127, 255, -64, 38};
+
+/* Rounds X = w * 10^q, scaled so that it lies in [2^126, 2^128), to the
+ * format, from an approximation g with g - 1 < X < g + hi (X = g when
+ * exact). field126 is the biased exponent of the value X = 2^126 stands
+ * for. Stores the bits (no sign) and returns 1 when every X in that range
+ * rounds the same, that is when no midpoint between two neighbours in the
+ * format lies in it (they are at least 2^72 apart in this scale, and g
+ * shows which one is near); returns 0 otherwise. */
+FMT__HOT int round_product(fmt__u128 g, fmt__u128 hi, int exact, int field126,
+                           const binary_format_t *f, uint64_t *bits) {
+  const uint64_t inf_bits = (uint64_t)f->max_field << (f->sig_bits - 1);
+  int upper = (int)(g >> 127);  /* g's leading bit is 127 or 126 */
+  int field = field126 + upper; /* the biased exponent of g's leading bit */
+  if (field >= f->max_field) {
+    *bits = inf_bits;
+    return 1;
+  }
+  /* The round bit: just below sig_bits bits from the leading one, or for a
+   * subnormal, the same absolute position as for the smallest normal. */
+  int round_pos = 126 + upper - f->sig_bits + (field < 1 ? 1 - field : 0);
+  if (round_pos >= 128) { /* below half the smallest subnormal */
+    if (round_pos == 128 && g + hi < g) return 0; /* X may reach it */
+    *bits = 0;
+    return 1;
+  }
+  /* round_pos >= 126 - 53 is in g's upper word: 64-bit shifts do */
+  int shift = round_pos - 64;
+  uint64_t g_hi = (uint64_t)(g >> 64);
+  uint64_t kept = g_hi >> shift; /* significand, round bit */
+  fmt__u128 unit = (fmt__u128)(1ull << shift) << 64;
+  fmt__u128 rest =
+      (fmt__u128)(g_hi & ((1ull << shift) - 1)) << 64 | (uint64_t)g;
+  uint64_t m = kept >> 1;
+  if (!(kept & 1)) {
+    if (rest + hi > unit) return 0; /* X may reach the midpoint above */
+  } else {
+    if (rest == 0 && !exact) return 0; /* a tie, or just below or above? */
+    if (rest != 0 || (m & 1)) m++;     /* to nearest, ties to even */
+  }
+  /* The hidden bit of m adds 1 to the field; a carry out of the
+   * significand moves to the next binade, possibly infinity. */
+  uint64_t v = ((uint64_t)(field < 1 ? 0 : field - 1) << (f->sig_bits - 1)) + m;
+  *bits = v < inf_bits ? v : inf_bits;
+  return 1;
+}
+
+/* Eisel-Lemire: the bits (no sign) of w * 10^q rounded to the format, from
+ * the product of w (normalized to wn in [2^63, 2^64)) and 5^q's 128-bit
+ * form t: first with t's upper 64 bits alone, then if need be all of t.
+ * For q in [0, EXACT_Q_MAX] the first product is exact. Otherwise t is
+ * within 1 of the exact scaled 5^q, so wn * t is within wn < 2^64 of the
+ * exact product, and its upper 128 bits g have g - 1 < X < g + 2 (X >= g
+ * for q >= 0, where t is a floor; X < g + 1 for q < 0, a ceiling); with
+ * t's upper half alone, X < g + 2^64 + 1. For q < 0, an integer X (an
+ * exact value, or a tie) thus equals the full g; X is an integer when 5^-q
+ * divides w. (For q > EXACT_Q_MAX there are no ties: the 54 or 25 bits of
+ * a midpoint cannot hold 5^q.) Returns 0 when the rounding stays
+ * undecided: a text within about 2^-70 of a midpoint (rare), or a tie with
+ * q < 0 past 19 digits. */
+FMT__HOT int eisel_lemire(uint64_t w, int64_t q, const binary_format_t *f,
+                          uint64_t *bits) {
+  if (w == 0 || q < f->min_q) {
+    *bits = 0;
+    return 1;
+  }
+  if (q > f->max_q) {
+    *bits = (uint64_t)f->max_field << (f->sig_bits - 1);
+    return 1;
+  }
+  int lz = __builtin_clzll(w);
+  uint64_t wn = w << lz;
+  fmt__u128 t = pow5_128[q - POW10_MIN];
+  /* w * 10^q = wn * 2^-lz * t * 2^exp2(5^q) * 2^q, and the upper 128 bits
+   * of wn * t (from 2^64 on) start at 2^126: 2^(126 + 64) in wn * t. */
+  int field126 = 190 + pow5_128_exp2[q - POW10_MIN] + (int)q - lz + f->bias;
+  fmt__u128 g = (fmt__u128)wn * (uint64_t)(t >> 64);
+  if (q >= 0 && q <= EXACT_Q_MAX)
+    return round_product(g, 0, 1, field126, f, bits);
+  if (round_product(g, ((fmt__u128)1 << 64) + 1, 0, field126, f, bits))
+    return 1;
+  g += ((fmt__u128)wn * (uint64_t)t) >> 64; /* now the exact upper 128 bits */
+  int exact = q < 0 && q >= -EXACT_Q_MAX && fmt__pow5_divides(w, (int)-q);
+  return round_product(g, exact ? 0 : 2, exact, field126, f, bits);
+}
+
+/* w * 10^q, or when digits were dropped, (w, w + 1) * 10^q: both ends must
+ * round the same. Returns 0 when the exact path is needed. */
+static int decimal_to_binary(const scan_t *d, const binary_format_t *f,
+                             uint64_t *bits) {
+  uint64_t up;
+  if (!eisel_lemire(d->w, d->q, f, bits)) return 0;
+  return !d->truncated || (eisel_lemire(d->w + 1, d->q, f, &up) && up == *bits);
+}
+
+/* ---- parsing: the fast and the exact path -------------------------------- */
+
+/* Clinger's fast path: w and 10^q (|q| <= 22: 5^22 < 2^53) are exact
+ * doubles, so one multiply or divide rounds once, correctly. Needs double
+ * arithmetic in double (not x87 extended) and the default rounding mode. */
+#if FLT_EVAL_METHOD == 0
+#define CLINGER_W_MAX (1ull << 53)
+#else
+#define CLINGER_W_MAX 0ull /* never */
+#endif
+FMT__HOT int clinger(const scan_t *d, double *out) {
+  static const double exact_pow10[23] = {
+      1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
+      1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+  if (d->truncated || d->w > CLINGER_W_MAX || d->q < -22 || d->q > 22) return 0;
+  double x = (double)d->w;
+  *out = d->q < 0 ? x / exact_pow10[-d->q] : x * exact_pow10[d->q];
+  return 1;
+}
+
+/* The exact path: strtod / strtof on the number's digits rewritten as
+ * "[-]DDD...De<exp>", which has no decimal point for a locale to misread.
+ * A text with more than SLOW_DIGITS significant digits keeps the first
+ * SLOW_DIGITS and, if a non-zero one was dropped, a final '1': both values
+ * lie strictly inside the same SLOW_DIGITS-digit step, which holds no
+ * midpoint between two doubles (those have at most 767 significant
+ * digits), so both round the same. */
+#define SLOW_DIGITS 800
+#define SLOW_TEXT (SLOW_DIGITS + 32) /* sign, sticky digit, "e", exponent */
+
+static void slow_text(const char *s, size_t n, char *buf) {
+  const char *p = s, *end = s + n;
+  char *o = buf;
+  int64_t exp10 = 0;
+  int kept = 0, sticky = 0, after_point = 0;
+  if (*p == '-') *o++ = *p++;
+  for (; p < end && (*p | 0x20) != 'e'; p++) {
+    if (*p == '.') {
+      after_point = 1;
+    } else if (kept == 0 && *p == '0') {
+      exp10 -= after_point;
+    } else if (kept < SLOW_DIGITS) {
+      *o++ = *p;
+      kept++;
+      exp10 -= after_point;
+    } else {
+      sticky |= *p != '0';
+      exp10 += !after_point;
+    }
+  }
+  if (kept == 0) *o++ = '0';
+  if (sticky) {
+    *o++ = '1';
+    exp10--;
+  }
+  if (p < end) { /* the validated exponent: e[+-]digits */
+    p++;
+    int exp_neg = *p == '-';
+    if (*p == '+' || *p == '-') p++;
+    int64_t x = 0;
+    for (; p < end; p++)
+      if (x < EXP_CAP) x = x * 10 + (*p - '0');
+    exp10 += exp_neg ? -x : x;
+  }
+  *o++ = 'e';
+  if (exp10 < 0) *o++ = '-';
+  uint64_t u = exp10 < 0 ? 0 - (uint64_t)exp10 : (uint64_t)exp10;
+  char digits[24];
+  int nd = 0;
+  do {
+    digits[nd++] = (char)('0' + u % 10);
+    u /= 10;
+  } while (u);
+  while (nd) *o++ = digits[--nd];
+  *o = '\0';
+}
+
+static double slow_double(const char *s, size_t n) {
+  char buf[SLOW_TEXT];
+  slow_text(s, n, buf);
+  int saved = errno; /* ERANGE on overflow and underflow */
+  double v = strtod(buf, NULL);
+  errno = saved;
+  return v;
+}
+
+static float slow_float(const char *s, size_t n) {
+  char buf[SLOW_TEXT];
+  slow_text(s, n, buf);
+  int saved = errno;
+  float v = strtof(buf, NULL);
+  errno = saved;
+  return v;
+}
+
+/* ---- public -------------------------------------------------------------- */
+
+int fmt_parse_nonfinite(const char *s, double *out) {
+  double v;
+  if (!s) return 0;
+  if (strcmp(s, "NaN") == 0)
+    v = NAN;
+  else if (strcmp(s, "Infinity") == 0 || strcmp(s, "+Infinity") == 0)
+    v = INFINITY;
+  else if (strcmp(s, "-Infinity") == 0)
+    v = -INFINITY;
+  else
+    return 0;
+  if (out) *out = v;
+  return 1;
+}
+
+size_t fmt_parse_double(const char *s, size_t len, double *out) {
+  scan_t d;
+  size_t n = scan_number(s, len, &d);
+  if (n == 0) return 0;
+  double v;
+  uint64_t bits;
+  if (clinger(&d, &v)) {
+    *out = d.neg ? -v : v;
+    return n;
+  }
+  pthread_once(&parse_tables_once, parse_tables_init);
+  if (!decimal_to_binary(&d, &binary64, &bits)) {
+    *out = slow_double(s, n);
+    return n;
+  }
+  bits |= (uint64_t)d.neg << 63;
+  memcpy(out, &bits, sizeof bits);
+  return n;
+}
+
+size_t fmt_parse_float(const char *s, size_t len, float *out) {
+  scan_t d;
+  size_t n = scan_number(s, len, &d);
+  if (n == 0) return 0;
+  double v;
+  uint64_t bits;
+  /* Clinger's double is correctly rounded, so it serves unless rounding it
+   * again could differ (Figueroa's theorem, 53 >= 2 * 24 + 2, makes every
+   * w <= 2^24, |q| <= 10 safe; the check lets the others through too). */
+  if (clinger(&d, &v) && fmt_float_from_double_exact(v)) {
+    *out = (float)(d.neg ? -v : v);
+    return n;
+  }
+  pthread_once(&parse_tables_once, parse_tables_init);
+  if (!decimal_to_binary(&d, &binary32, &bits)) {
+    *out = slow_float(s, n);
+    return n;
+  }
+  uint32_t b32 = (uint32_t)bits | (uint32_t)d.neg << 31;
+  memcpy(out, &b32, sizeof b32);
+  return n;
+}
