@@ -18,12 +18,14 @@ SERVER_PKGS := libmicrohttpd jansson libuv gnutls
 SERVER_CFLAGS = $(shell $(PKG_CONFIG) --cflags $(SERVER_PKGS) 2>/dev/null) \
                 -DNORMD_VERSION='"$(VERSION)"' -DNORMD_REVISION='"$(REVISION)"'
 SERVER_LIBS = $(shell $(PKG_CONFIG) --libs $(SERVER_PKGS) 2>/dev/null) -lpthread -lm
-SERVER_SRC := $(filter-out server/main.c,$(wildcard server/*.c))
+# server/codec/: the wire formats, bytes <-> request_t / result_t.
+SERVER_INC := -Iserver -Iserver/codec
+SERVER_SRC := $(filter-out server/main.c,$(wildcard server/*.c server/codec/*.c))
 SERVER_OBJ := $(SERVER_SRC:%.c=$(BUILD)/%.o)
 SERVER_LIB := $(BUILD)/libnormd.a
 NORMD := $(BUILD)/normd
 
-UNIT_SRC := $(wildcard tests/unit/check_*.c)
+UNIT_SRC := $(wildcard tests/unit/check_*.c tests/unit/codec/check_*.c)
 UNIT_BIN := $(BUILD)/check_unit
 CHECK_LIBS = $(shell $(PKG_CONFIG) --libs check 2>/dev/null)
 
@@ -37,11 +39,11 @@ $(BUILD)/core/%.o: core/%.c
 
 $(BUILD)/server/%.o: server/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(SERVER_CFLAGS) -Icore -Iserver -MMD -MP -c $< -o $@
+	$(CC) $(CFLAGS) $(SERVER_CFLAGS) -Icore $(SERVER_INC) -MMD -MP -c $< -o $@
 
 $(BUILD)/tests/%.o: tests/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(SERVER_CFLAGS) -Icore -Iserver -MMD -MP -c $< -o $@
+	$(CC) $(CFLAGS) $(SERVER_CFLAGS) -Icore $(SERVER_INC) -Itests/unit -MMD -MP -c $< -o $@
 
 $(CORE_LIB): $(CORE_OBJ)
 	$(AR) rcs $@ $^
@@ -137,16 +139,16 @@ test:
 BENCH_BIN := $(BUILD)/kernel_bench $(BUILD)/check_kern $(BUILD)/fmt_sweep \
              $(BUILD)/parse_sweep $(BUILD)/cpool_stress $(BUILD)/codec_bench
 $(BUILD)/kernel_bench: bench/kernel_bench.c $(SERVER_LIB) $(CORE_LIB)
-	$(CC) $(CFLAGS) -Icore -Iserver -o $@ $< $(SERVER_LIB) $(CORE_LIB) -lpthread -lm
+	$(CC) $(CFLAGS) -Icore $(SERVER_INC) -o $@ $< $(SERVER_LIB) $(CORE_LIB) -lpthread -lm
 $(BUILD)/check_kern: bench/check_kern.c $(CORE_LIB)
 	$(CC) $(CFLAGS) -Icore -o $@ $< $(CORE_LIB) -lm
-$(BUILD)/fmt_sweep: bench/fmt_sweep.c $(BUILD)/server/fmt.o
-	$(CC) $(CFLAGS) -Iserver -o $@ $< $(BUILD)/server/fmt.o -lpthread -lm
-$(BUILD)/parse_sweep: bench/parse_sweep.c $(BUILD)/server/fmt.o $(BUILD)/server/fmt_parse.o
-	$(CC) $(CFLAGS) -Iserver -o $@ $< $(BUILD)/server/fmt.o $(BUILD)/server/fmt_parse.o \
+$(BUILD)/fmt_sweep: bench/fmt_sweep.c $(BUILD)/server/codec/fmt.o
+	$(CC) $(CFLAGS) -Iserver/codec -o $@ $< $(BUILD)/server/codec/fmt.o -lpthread -lm
+$(BUILD)/parse_sweep: bench/parse_sweep.c $(BUILD)/server/codec/fmt.o $(BUILD)/server/codec/fmt_parse.o
+	$(CC) $(CFLAGS) -Iserver/codec -o $@ $< $(BUILD)/server/codec/fmt.o $(BUILD)/server/codec/fmt_parse.o \
 	  -lpthread -lm
 $(BUILD)/codec_bench: bench/codec_bench.c $(SERVER_LIB) $(CORE_LIB)
-	$(CC) $(CFLAGS) $(SERVER_CFLAGS) -Icore -Iserver -o $@ $< $(SERVER_LIB) $(CORE_LIB) \
+	$(CC) $(CFLAGS) $(SERVER_CFLAGS) -Icore $(SERVER_INC) -o $@ $< $(SERVER_LIB) $(CORE_LIB) \
 	  $(SERVER_LIBS)
 $(BUILD)/cpool_stress: bench/cpool_stress.c $(BUILD)/server/cpool.o
 	$(CC) $(CFLAGS) -Iserver -o $@ $< $(BUILD)/server/cpool.o -lpthread
@@ -256,7 +258,7 @@ FUZZ_TARGETS := json npy framed query config request
 FUZZ_SECONDS ?= 300
 
 $(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h $(SERVER_LIB) $(CORE_LIB)
-	$(CC) $(CFLAGS) -fsanitize=fuzzer $(SERVER_CFLAGS) -Icore -Iserver -o $@ \
+	$(CC) $(CFLAGS) -fsanitize=fuzzer $(SERVER_CFLAGS) -Icore $(SERVER_INC) -o $@ \
 	  $< $(SERVER_LIB) $(CORE_LIB) $(SERVER_LIBS)
 
 fuzz-bins: $(FUZZ_TARGETS:%=$(BUILD)/fuzz_%)

@@ -1,4 +1,4 @@
-/* fmt_sweep.c -- every float32 bit pattern through fmt_float (server/fmt.c):
+/* fmt_sweep.c -- every float32 bit pattern through fmt_float (server/codec/fmt.c):
  * the text must read back to the same bits (strtof) and be shortest: no
  * decimal with one digit fewer reads back. For n output digits D at
  * exponent e, the only (n-1)-digit candidates that can lie in the value's

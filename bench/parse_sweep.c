@@ -1,4 +1,4 @@
-/* parse_sweep.c -- fmt_parse_float / fmt_parse_double (server/fmt_parse.c)
+/* parse_sweep.c -- fmt_parse_float / fmt_parse_double (server/codec/fmt_parse.c)
  * against the C library, at scale:
  *   1. every float32 bit pattern, printed by fmt_float and by "%.9g", must
  *      parse back to the same bits, as strtof does (non-finite patterns:

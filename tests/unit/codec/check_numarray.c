@@ -1,4 +1,4 @@
-/* check_numarray.c -- the JSON numeric-array fast path (server/numarray.c):
+/* check_numarray.c -- the JSON numeric-array fast path (server/codec/numarray.c):
  * which arrays the scanner takes out of the text and which it leaves to
  * jansson, the skeleton it writes, and numbers parsed into tensors bit for
  * bit as strtof / strtod read them. */
