@@ -27,15 +27,16 @@ typedef struct {
 } layout_t;
 
 /* Elements per group. */
-static inline size_t layout_count(const layout_t *l) {
+static inline size_t engine_layout_count(const layout_t *l) {
   return l->nseg * l->seg_len;
 }
 
-/* Layouts of the kernels, from an already validated x. */
-layout_t layout_rows(const norm_tensor_t *x, int normalized_ndim);
-layout_t layout_channels(const norm_tensor_t *x); /* batch norm: group = c */
-layout_t layout_groups(const norm_tensor_t *x, size_t num_groups);
-layout_t layout_instances(const norm_tensor_t *x);
+/* Layouts of the kernels, from an already validated x: rows (layer and RMS
+ * norm), channels (batch norm: group = c), groups, instances. */
+layout_t engine_layout_rows(const norm_tensor_t *x, int normalized_ndim);
+layout_t engine_layout_channels(const norm_tensor_t *x);
+layout_t engine_layout_groups(const norm_tensor_t *x, size_t num_groups);
+layout_t engine_layout_instances(const norm_tensor_t *x);
 
 /* Mean and M2 = sum((x - mean)^2) of group g, in double. Chunk by chunk
  * (a chunk is at most 16 KiB, so it stays in L1 between its passes): sum,
@@ -106,16 +107,16 @@ double engine_rstd(double var, double eps);
 double engine_scale(double var, double eps, double rstd);
 
 /* ---- shared validation ---- */
-int check_eps(double eps);
+int engine_check_eps(double eps);
 /* x valid; y valid (byte size included) with the same shape, any dtype. */
-int check_in_out(const norm_tensor_t *x, const norm_tensor_t *y);
+int engine_check_in_out(const norm_tensor_t *x, const norm_tensor_t *y);
 /* t is NULL, or a valid tensor of exactly the given shape; else `err`. */
-int check_vector(const norm_tensor_t *t, const int64_t *shape, int rank,
-                 int err);
+int engine_check_vector(const norm_tensor_t *t, const int64_t *shape, int rank,
+                        int err);
 /* x is (N, C, *): rank >= 2. */
-int check_channels(const norm_tensor_t *x);
-int check_range(size_t begin, size_t end, size_t groups);
-void stats_put(const norm_stats_t *s, size_t g, double mean, double var,
-               double rstd);
+int engine_check_channels(const norm_tensor_t *x);
+int engine_check_range(size_t begin, size_t end, size_t groups);
+void engine_stats_put(const norm_stats_t *s, size_t g, double mean, double var,
+                      double rstd);
 
 #endif
