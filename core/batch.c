@@ -9,9 +9,7 @@ static int batch_check(const norm_tensor_t *x, const norm_tensor_t *weight,
                        const norm_tensor_t *rvar, const norm_batch_params_t *p,
                        const norm_tensor_t *y) {
   if (p == NULL) return NORM_E_NULL;
-  int err = engine_check_in_out(x, y);
-  if (err == NORM_OK) err = engine_check_channels(x);
-  if (err == NORM_OK) err = engine_check_eps(p->eps);
+  int err = engine_check_channel_norm(x, y, p->eps);
   if (err != NORM_OK) return err;
   if ((unsigned)p->mode > NORM_EVAL) return NORM_E_ARG;
   if (!p->cumulative && !(p->momentum >= 0.0 && p->momentum <= 1.0))
@@ -20,11 +18,9 @@ static int batch_check(const norm_tensor_t *x, const norm_tensor_t *weight,
   if (p->cumulative && p->mode == NORM_TRAIN && rmean != NULL &&
       p->num_batches_tracked < 1)
     return NORM_E_ARG;
+  if ((err = engine_check_channel_affine(x, weight, bias)) != NORM_OK)
+    return err;
   const int64_t *c = &x->shape[1];
-  if ((err = engine_check_vector(weight, c, 1, NORM_E_WEIGHT)) != NORM_OK)
-    return err;
-  if ((err = engine_check_vector(bias, c, 1, NORM_E_BIAS)) != NORM_OK)
-    return err;
   if ((rmean == NULL) != (rvar == NULL)) return NORM_E_RUNNING;
   if (p->mode == NORM_EVAL && rmean == NULL) return NORM_E_RUNNING;
   if ((err = engine_check_vector(rmean, c, 1, NORM_E_RUNNING)) != NORM_OK)

@@ -301,6 +301,21 @@ int engine_check_channels(const norm_tensor_t *x) {
   return x->rank >= 2 ? NORM_OK : NORM_E_CHANNELS;
 }
 
+int engine_check_channel_norm(const norm_tensor_t *x, const norm_tensor_t *y,
+                              double eps) {
+  int err = engine_check_in_out(x, y);
+  if (err == NORM_OK) err = engine_check_channels(x);
+  return err != NORM_OK ? err : engine_check_eps(eps);
+}
+
+int engine_check_channel_affine(const norm_tensor_t *x,
+                                const norm_tensor_t *weight,
+                                const norm_tensor_t *bias) {
+  const int64_t *c = &x->shape[1];
+  int err = engine_check_vector(weight, c, 1, NORM_E_WEIGHT);
+  return err != NORM_OK ? err : engine_check_vector(bias, c, 1, NORM_E_BIAS);
+}
+
 int engine_check_range(size_t begin, size_t end, size_t groups) {
   return (begin <= end && end <= groups) ? NORM_OK : NORM_E_RANGE;
 }

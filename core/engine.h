@@ -115,6 +115,18 @@ int engine_check_vector(const norm_tensor_t *t, const int64_t *shape, int rank,
                         int err);
 /* x is (N, C, *): rank >= 2. */
 int engine_check_channels(const norm_tensor_t *x);
+/* The checks batch, group and instance norm share, in two halves so that
+ * each norm's own parameters are checked between them (that order decides
+ * which error a call with several faults gets):
+ * engine_check_channel_norm: x and y as engine_check_in_out, x of
+ * (N, C, *), eps as engine_check_eps;
+ * engine_check_channel_affine: weight and bias each NULL or of shape (C),
+ * else NORM_E_WEIGHT / NORM_E_BIAS (x already checked). */
+int engine_check_channel_norm(const norm_tensor_t *x, const norm_tensor_t *y,
+                              double eps);
+int engine_check_channel_affine(const norm_tensor_t *x,
+                                const norm_tensor_t *weight,
+                                const norm_tensor_t *bias);
 int engine_check_range(size_t begin, size_t end, size_t groups);
 void engine_stats_put(const norm_stats_t *s, size_t g, double mean, double var,
                       double rstd);

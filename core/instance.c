@@ -7,14 +7,8 @@ static int instance_check(const norm_tensor_t *x, const norm_tensor_t *weight,
                           const norm_instance_params_t *p,
                           const norm_tensor_t *y) {
   if (p == NULL) return NORM_E_NULL;
-  int err = engine_check_in_out(x, y);
-  if (err == NORM_OK) err = engine_check_channels(x);
-  if (err == NORM_OK) err = engine_check_eps(p->eps);
-  if (err != NORM_OK) return err;
-  if ((err = engine_check_vector(weight, &x->shape[1], 1, NORM_E_WEIGHT)) !=
-      NORM_OK)
-    return err;
-  return engine_check_vector(bias, &x->shape[1], 1, NORM_E_BIAS);
+  int err = engine_check_channel_norm(x, y, p->eps);
+  return err != NORM_OK ? err : engine_check_channel_affine(x, weight, bias);
 }
 
 int64_t norm_instance_groups(const norm_tensor_t *x) {
