@@ -51,7 +51,9 @@ double engine_sumsq(const norm_tensor_t *x, const layout_t *l, size_t g);
 /* Weight and bias of one kernel call. When each element has its own entry
  * (affine_period 1: layer and RMS norm), vectors of up to ENGINE_PREP
  * entries are converted to double once here rather than once per group;
- * float64 ones are used in place. 64 KiB: lives on the caller's stack. */
+ * float64 ones are used in place. With the float copies below that is
+ * 2 * ENGINE_PREP doubles and 2 * ENGINE_PREP floats, 96 KiB: an affine_t
+ * lives on the caller's stack. */
 enum { ENGINE_PREP = 4096 };
 typedef struct {
   const norm_tensor_t *weight, *bias; /* NULL: w = 1, b = 0 */
