@@ -9,9 +9,7 @@ static int batch_check(const norm_tensor_t *x, const norm_tensor_t *weight,
                        const norm_tensor_t *rvar, const norm_batch_params_t *p,
                        const norm_tensor_t *y) {
   if (p == NULL) return NORM_E_NULL;
-  int err = check_in_out(x, y);
-  if (err == NORM_OK) err = check_channels(x);
-  if (err == NORM_OK) err = check_eps(p->eps);
+  int err = engine_check_channel_norm(x, y, p->eps);
   if (err != NORM_OK) return err;
   if ((unsigned)p->mode > NORM_EVAL) return NORM_E_ARG;
   if (!p->cumulative && !(p->momentum >= 0.0 && p->momentum <= 1.0))
@@ -20,22 +18,25 @@ static int batch_check(const norm_tensor_t *x, const norm_tensor_t *weight,
   if (p->cumulative && p->mode == NORM_TRAIN && rmean != NULL &&
       p->num_batches_tracked < 1)
     return NORM_E_ARG;
+  if ((err = engine_check_channel_affine(x, weight, bias)) != NORM_OK)
+    return err;
   const int64_t *c = &x->shape[1];
-  if ((err = check_vector(weight, c, 1, NORM_E_WEIGHT)) != NORM_OK) return err;
-  if ((err = check_vector(bias, c, 1, NORM_E_BIAS)) != NORM_OK) return err;
   if ((rmean == NULL) != (rvar == NULL)) return NORM_E_RUNNING;
   if (p->mode == NORM_EVAL && rmean == NULL) return NORM_E_RUNNING;
-  if ((err = check_vector(rmean, c, 1, NORM_E_RUNNING)) != NORM_OK) return err;
-  if ((err = check_vector(rvar, c, 1, NORM_E_RUNNING)) != NORM_OK) return err;
-  layout_t l = layout_channels(x);
-  if (p->mode == NORM_TRAIN && layout_count(&l) < 2) return NORM_E_TOO_FEW;
+  if ((err = engine_check_vector(rmean, c, 1, NORM_E_RUNNING)) != NORM_OK)
+    return err;
+  if ((err = engine_check_vector(rvar, c, 1, NORM_E_RUNNING)) != NORM_OK)
+    return err;
+  layout_t l = engine_layout_channels(x);
+  if (p->mode == NORM_TRAIN && engine_layout_count(&l) < 2)
+    return NORM_E_TOO_FEW;
   return NORM_OK;
 }
 
 int64_t norm_batch_groups(const norm_tensor_t *x) {
   if (x == NULL) return NORM_E_NULL;
   int err = norm_tensor_check(x, NULL, NULL);
-  if (err == NORM_OK) err = check_channels(x);
+  if (err == NORM_OK) err = engine_check_channels(x);
   return err != NORM_OK ? err : x->shape[1];
 }
 
@@ -48,9 +49,9 @@ int norm_batch_rows(const norm_tensor_t *x, const norm_tensor_t *weight,
                     size_t end) {
   int err = batch_check(x, weight, bias, running_mean, running_var, p, y);
   if (err != NORM_OK) return err;
-  layout_t l = layout_channels(x);
-  if ((err = check_range(begin, end, l.groups)) != NORM_OK) return err;
-  double count = (double)layout_count(&l);
+  layout_t l = engine_layout_channels(x);
+  if ((err = engine_check_range(begin, end, l.groups)) != NORM_OK) return err;
+  double count = (double)engine_layout_count(&l);
   int update = p->mode == NORM_TRAIN && running_mean != NULL;
   double factor = p->cumulative && update ? 1.0 / (double)p->num_batches_tracked
                                           : p->momentum;
@@ -75,7 +76,7 @@ int norm_batch_rows(const norm_tensor_t *x, const norm_tensor_t *weight,
     }
     double rstd = engine_rstd(var, p->eps);
     engine_apply(x, y, &l, c, mean, engine_scale(var, p->eps, rstd), &aff, 0);
-    stats_put(stats, c, mean, var, rstd);
+    engine_stats_put(stats, c, mean, var, rstd);
   }
   return NORM_OK;
 }

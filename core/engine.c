@@ -27,14 +27,14 @@ static size_t dims_product(const norm_tensor_t *x, int from, int to) {
   return n;
 }
 
-layout_t layout_rows(const norm_tensor_t *x, int normalized_ndim) {
+layout_t engine_layout_rows(const norm_tensor_t *x, int normalized_ndim) {
   size_t m = dims_product(x, x->rank - normalized_ndim, x->rank);
   return (layout_t){.groups = dims_product(x, 0, x->rank - normalized_ndim),
                     .group_stride = m, .nseg = 1, .seg_len = m, .seg_stride = 0,
                     .affine_period = 1, .affine_mod = 1, .affine_mul = 0};
 }
 
-layout_t layout_channels(const norm_tensor_t *x) {
+layout_t engine_layout_channels(const norm_tensor_t *x) {
   size_t n = (size_t)x->shape[0], c = (size_t)x->shape[1];
   size_t s = dims_product(x, 2, x->rank);
   return (layout_t){.groups = c, .group_stride = s, .nseg = n, .seg_len = s,
@@ -42,7 +42,7 @@ layout_t layout_channels(const norm_tensor_t *x) {
                     .affine_mul = 1};
 }
 
-layout_t layout_groups(const norm_tensor_t *x, size_t num_groups) {
+layout_t engine_layout_groups(const norm_tensor_t *x, size_t num_groups) {
   size_t n = (size_t)x->shape[0], c = (size_t)x->shape[1];
   size_t s = dims_product(x, 2, x->rank);
   size_t per = c / num_groups;
@@ -52,7 +52,7 @@ layout_t layout_groups(const norm_tensor_t *x, size_t num_groups) {
                     .affine_mul = per};
 }
 
-layout_t layout_instances(const norm_tensor_t *x) {
+layout_t engine_layout_instances(const norm_tensor_t *x) {
   size_t n = (size_t)x->shape[0], c = (size_t)x->shape[1];
   size_t s = dims_product(x, 2, x->rank);
   return (layout_t){.groups = n * c, .group_stride = s, .nseg = 1,
@@ -186,7 +186,7 @@ void engine_apply(const norm_tensor_t *x, norm_tensor_t *y, const layout_t *l,
   const kern_t *k = kern_get();
   size_t first = (g % l->affine_mod) * l->affine_mul;
   int per_element = l->affine_period == 1 && (a->weight || a->bias);
-  size_t numel = l->groups * layout_count(l);
+  size_t numel = l->groups * engine_layout_count(l);
   int stream = numel >= STREAM_BYTES / norm_dtype_size(y->dtype);
   for (size_t seg = 0; seg < l->nseg; seg++) {
     size_t base = g * l->group_stride + seg * l->seg_stride;
@@ -244,7 +244,8 @@ void engine_standardize(const norm_tensor_t *x, norm_tensor_t *y,
                         double eps, int ddof, norm_eps_placement_t placement,
                         const norm_tensor_t *weight, const norm_tensor_t *bias,
                         const norm_stats_t *stats) {
-  double divisor = (double)layout_count(l) - ddof; /* 0 -> NaN var, as torch */
+  /* 0 -> NaN var, as torch */
+  double divisor = (double)engine_layout_count(l) - ddof;
   affine_t aff;
   engine_affine_init(&aff, l, weight, bias);
   for (size_t g = begin; g < end; g++) {
@@ -256,7 +257,7 @@ void engine_standardize(const norm_tensor_t *x, norm_tensor_t *y,
     int bounded = fabs(mean) <= 1e37 && sqrt(m2) <= 1e37;
     engine_apply(x, y, l, g, mean, engine_scale(var, eps, rstd), &aff,
                  bounded);
-    stats_put(stats, g, mean, var, rstd);
+    engine_stats_put(stats, g, mean, var, rstd);
   }
 }
 
@@ -266,11 +267,11 @@ double engine_scale(double var, double eps, double rstd) {
 
 /* ---- checks ---- */
 
-int check_eps(double eps) {
+int engine_check_eps(double eps) {
   return (isfinite(eps) && eps >= 0.0) ? NORM_OK : NORM_E_EPS;
 }
 
-int check_in_out(const norm_tensor_t *x, const norm_tensor_t *y) {
+int engine_check_in_out(const norm_tensor_t *x, const norm_tensor_t *y) {
   if (x == NULL || y == NULL) return NORM_E_NULL;
   int err = norm_tensor_check(x, NULL, NULL);
   if (err != NORM_OK) return err;
@@ -284,8 +285,8 @@ int check_in_out(const norm_tensor_t *x, const norm_tensor_t *y) {
   return NORM_OK;
 }
 
-int check_vector(const norm_tensor_t *t, const int64_t *shape, int rank,
-                 int err) {
+int engine_check_vector(const norm_tensor_t *t, const int64_t *shape, int rank,
+                        int err) {
   if (t == NULL) return NORM_OK;
   int e = norm_tensor_check(t, NULL, NULL);
   if (e == NORM_E_DTYPE) return e;
@@ -296,16 +297,31 @@ int check_vector(const norm_tensor_t *t, const int64_t *shape, int rank,
   return NORM_OK;
 }
 
-int check_channels(const norm_tensor_t *x) {
+int engine_check_channels(const norm_tensor_t *x) {
   return x->rank >= 2 ? NORM_OK : NORM_E_CHANNELS;
 }
 
-int check_range(size_t begin, size_t end, size_t groups) {
+int engine_check_channel_norm(const norm_tensor_t *x, const norm_tensor_t *y,
+                              double eps) {
+  int err = engine_check_in_out(x, y);
+  if (err == NORM_OK) err = engine_check_channels(x);
+  return err != NORM_OK ? err : engine_check_eps(eps);
+}
+
+int engine_check_channel_affine(const norm_tensor_t *x,
+                                const norm_tensor_t *weight,
+                                const norm_tensor_t *bias) {
+  const int64_t *c = &x->shape[1];
+  int err = engine_check_vector(weight, c, 1, NORM_E_WEIGHT);
+  return err != NORM_OK ? err : engine_check_vector(bias, c, 1, NORM_E_BIAS);
+}
+
+int engine_check_range(size_t begin, size_t end, size_t groups) {
   return (begin <= end && end <= groups) ? NORM_OK : NORM_E_RANGE;
 }
 
-void stats_put(const norm_stats_t *s, size_t g, double mean, double var,
-               double rstd) {
+void engine_stats_put(const norm_stats_t *s, size_t g, double mean, double var,
+                      double rstd) {
   if (s == NULL) return;
   if (s->mean) s->mean[g] = mean;
   if (s->var) s->var[g] = var;

@@ -27,15 +27,16 @@ typedef struct {
 } layout_t;
 
 /* Elements per group. */
-static inline size_t layout_count(const layout_t *l) {
+static inline size_t engine_layout_count(const layout_t *l) {
   return l->nseg * l->seg_len;
 }
 
-/* Layouts of the kernels, from an already validated x. */
-layout_t layout_rows(const norm_tensor_t *x, int normalized_ndim);
-layout_t layout_channels(const norm_tensor_t *x); /* batch norm: group = c */
-layout_t layout_groups(const norm_tensor_t *x, size_t num_groups);
-layout_t layout_instances(const norm_tensor_t *x);
+/* Layouts of the kernels, from an already validated x: rows (layer and RMS
+ * norm), channels (batch norm: group = c), groups, instances. */
+layout_t engine_layout_rows(const norm_tensor_t *x, int normalized_ndim);
+layout_t engine_layout_channels(const norm_tensor_t *x);
+layout_t engine_layout_groups(const norm_tensor_t *x, size_t num_groups);
+layout_t engine_layout_instances(const norm_tensor_t *x);
 
 /* Mean and M2 = sum((x - mean)^2) of group g, in double. Chunk by chunk
  * (a chunk is at most 16 KiB, so it stays in L1 between its passes): sum,
@@ -50,7 +51,9 @@ double engine_sumsq(const norm_tensor_t *x, const layout_t *l, size_t g);
 /* Weight and bias of one kernel call. When each element has its own entry
  * (affine_period 1: layer and RMS norm), vectors of up to ENGINE_PREP
  * entries are converted to double once here rather than once per group;
- * float64 ones are used in place. 64 KiB: lives on the caller's stack. */
+ * float64 ones are used in place. With the float copies below that is
+ * 2 * ENGINE_PREP doubles and 2 * ENGINE_PREP floats, 96 KiB: an affine_t
+ * lives on the caller's stack. */
 enum { ENGINE_PREP = 4096 };
 typedef struct {
   const norm_tensor_t *weight, *bias; /* NULL: w = 1, b = 0 */
@@ -106,16 +109,28 @@ double engine_rstd(double var, double eps);
 double engine_scale(double var, double eps, double rstd);
 
 /* ---- shared validation ---- */
-int check_eps(double eps);
+int engine_check_eps(double eps);
 /* x valid; y valid (byte size included) with the same shape, any dtype. */
-int check_in_out(const norm_tensor_t *x, const norm_tensor_t *y);
+int engine_check_in_out(const norm_tensor_t *x, const norm_tensor_t *y);
 /* t is NULL, or a valid tensor of exactly the given shape; else `err`. */
-int check_vector(const norm_tensor_t *t, const int64_t *shape, int rank,
-                 int err);
+int engine_check_vector(const norm_tensor_t *t, const int64_t *shape, int rank,
+                        int err);
 /* x is (N, C, *): rank >= 2. */
-int check_channels(const norm_tensor_t *x);
-int check_range(size_t begin, size_t end, size_t groups);
-void stats_put(const norm_stats_t *s, size_t g, double mean, double var,
-               double rstd);
+int engine_check_channels(const norm_tensor_t *x);
+/* The checks batch, group and instance norm share, in two halves so that
+ * each norm's own parameters are checked between them (that order decides
+ * which error a call with several faults gets):
+ * engine_check_channel_norm: x and y as engine_check_in_out, x of
+ * (N, C, *), eps as engine_check_eps;
+ * engine_check_channel_affine: weight and bias each NULL or of shape (C),
+ * else NORM_E_WEIGHT / NORM_E_BIAS (x already checked). */
+int engine_check_channel_norm(const norm_tensor_t *x, const norm_tensor_t *y,
+                              double eps);
+int engine_check_channel_affine(const norm_tensor_t *x,
+                                const norm_tensor_t *weight,
+                                const norm_tensor_t *bias);
+int engine_check_range(size_t begin, size_t end, size_t groups);
+void engine_stats_put(const norm_stats_t *s, size_t g, double mean, double var,
+                      double rstd);
 
 #endif

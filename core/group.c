@@ -2,29 +2,30 @@
  * channels of each group of each sample, affine per channel. */
 #include "engine.h"
 
+/* The C channels of x, (N, C, *), split into num_groups equal groups. */
+static int check_num_groups(const norm_tensor_t *x,
+                            const norm_group_params_t *p) {
+  return (p->num_groups >= 1 && x->shape[1] % p->num_groups == 0)
+             ? NORM_OK
+             : NORM_E_GROUPS;
+}
+
 static int group_check(const norm_tensor_t *x, const norm_tensor_t *weight,
                        const norm_tensor_t *bias, const norm_group_params_t *p,
                        const norm_tensor_t *y) {
   if (p == NULL) return NORM_E_NULL;
-  int err = check_in_out(x, y);
-  if (err == NORM_OK) err = check_channels(x);
-  if (err == NORM_OK) err = check_eps(p->eps);
-  if (err != NORM_OK) return err;
-  if (p->num_groups < 1 || x->shape[1] % p->num_groups != 0)
-    return NORM_E_GROUPS;
-  if ((err = check_vector(weight, &x->shape[1], 1, NORM_E_WEIGHT)) != NORM_OK)
-    return err;
-  return check_vector(bias, &x->shape[1], 1, NORM_E_BIAS);
+  int err = engine_check_channel_norm(x, y, p->eps);
+  if (err == NORM_OK) err = check_num_groups(x, p);
+  return err != NORM_OK ? err : engine_check_channel_affine(x, weight, bias);
 }
 
 int64_t norm_group_groups(const norm_tensor_t *x, const norm_group_params_t *p) {
   if (x == NULL || p == NULL) return NORM_E_NULL;
   int err = norm_tensor_check(x, NULL, NULL);
-  if (err == NORM_OK) err = check_channels(x);
+  if (err == NORM_OK) err = engine_check_channels(x);
+  if (err == NORM_OK) err = check_num_groups(x, p);
   if (err != NORM_OK) return err;
-  if (p->num_groups < 1 || x->shape[1] % p->num_groups != 0)
-    return NORM_E_GROUPS;
-  return (int64_t)layout_groups(x, (size_t)p->num_groups).groups;
+  return (int64_t)engine_layout_groups(x, (size_t)p->num_groups).groups;
 }
 
 /* y = (x - mean_ng) / sqrt(var_ng + eps) * w_c + b_c, per (sample, group) */
@@ -34,8 +35,8 @@ int norm_group_rows(const norm_tensor_t *x, const norm_tensor_t *weight,
                     size_t end) {
   int err = group_check(x, weight, bias, p, y);
   if (err != NORM_OK) return err;
-  layout_t l = layout_groups(x, (size_t)p->num_groups);
-  if ((err = check_range(begin, end, l.groups)) != NORM_OK) return err;
+  layout_t l = engine_layout_groups(x, (size_t)p->num_groups);
+  if ((err = engine_check_range(begin, end, l.groups)) != NORM_OK) return err;
   engine_standardize(x, y, &l, begin, end, p->eps, 0, NORM_EPS_INSIDE_SQRT,
                      weight, bias, stats);
   return NORM_OK;

@@ -7,20 +7,15 @@ static int instance_check(const norm_tensor_t *x, const norm_tensor_t *weight,
                           const norm_instance_params_t *p,
                           const norm_tensor_t *y) {
   if (p == NULL) return NORM_E_NULL;
-  int err = check_in_out(x, y);
-  if (err == NORM_OK) err = check_channels(x);
-  if (err == NORM_OK) err = check_eps(p->eps);
-  if (err != NORM_OK) return err;
-  if ((err = check_vector(weight, &x->shape[1], 1, NORM_E_WEIGHT)) != NORM_OK)
-    return err;
-  return check_vector(bias, &x->shape[1], 1, NORM_E_BIAS);
+  int err = engine_check_channel_norm(x, y, p->eps);
+  return err != NORM_OK ? err : engine_check_channel_affine(x, weight, bias);
 }
 
 int64_t norm_instance_groups(const norm_tensor_t *x) {
   if (x == NULL) return NORM_E_NULL;
   int err = norm_tensor_check(x, NULL, NULL);
-  if (err == NORM_OK) err = check_channels(x);
-  return err != NORM_OK ? err : (int64_t)layout_instances(x).groups;
+  if (err == NORM_OK) err = engine_check_channels(x);
+  return err != NORM_OK ? err : (int64_t)engine_layout_instances(x).groups;
 }
 
 /* y = (x - mean_nc) / sqrt(var_nc + eps) * w_c + b_c, per (sample, channel) */
@@ -30,8 +25,8 @@ int norm_instance_rows(const norm_tensor_t *x, const norm_tensor_t *weight,
                        const norm_stats_t *stats, size_t begin, size_t end) {
   int err = instance_check(x, weight, bias, p, y);
   if (err != NORM_OK) return err;
-  layout_t l = layout_instances(x);
-  if ((err = check_range(begin, end, l.groups)) != NORM_OK) return err;
+  layout_t l = engine_layout_instances(x);
+  if ((err = engine_check_range(begin, end, l.groups)) != NORM_OK) return err;
   engine_standardize(x, y, &l, begin, end, p->eps, 0, NORM_EPS_INSIDE_SQRT,
                      weight, bias, stats);
   return NORM_OK;

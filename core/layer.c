@@ -33,17 +33,17 @@ static int layer_check(const norm_tensor_t *x, const norm_tensor_t *weight,
                        const norm_tensor_t *bias, const norm_layer_params_t *p,
                        const norm_tensor_t *y) {
   if (p == NULL) return NORM_E_NULL;
-  int err = check_in_out(x, y);
+  int err = engine_check_in_out(x, y);
   if (err == NORM_OK) err = check_ndim(x, p->normalized_ndim);
-  if (err == NORM_OK) err = check_eps(p->eps);
+  if (err == NORM_OK) err = engine_check_eps(p->eps);
   if (err == NORM_OK && (unsigned)p->variance > NORM_VAR_UNBIASED) err = NORM_E_ARG;
   if (err == NORM_OK && (unsigned)p->eps_placement > NORM_EPS_OUTSIDE_SQRT)
     err = NORM_E_ARG;
   if (err != NORM_OK) return err;
   const int64_t *tail = x->shape + x->rank - p->normalized_ndim;
-  err = check_vector(weight, tail, p->normalized_ndim, NORM_E_WEIGHT);
+  err = engine_check_vector(weight, tail, p->normalized_ndim, NORM_E_WEIGHT);
   if (err == NORM_OK)
-    err = check_vector(bias, tail, p->normalized_ndim, NORM_E_BIAS);
+    err = engine_check_vector(bias, tail, p->normalized_ndim, NORM_E_BIAS);
   return err;
 }
 
@@ -52,7 +52,7 @@ int64_t norm_layer_groups(const norm_tensor_t *x, const norm_layer_params_t *p) 
   int err = norm_tensor_check(x, NULL, NULL);
   if (err == NORM_OK) err = check_ndim(x, p->normalized_ndim);
   if (err != NORM_OK) return err;
-  return (int64_t)layout_rows(x, p->normalized_ndim).groups;
+  return (int64_t)engine_layout_rows(x, p->normalized_ndim).groups;
 }
 
 /* y = (x - mean) / sqrt(var + eps) * w + b, per row
@@ -63,8 +63,8 @@ int norm_layer_rows(const norm_tensor_t *x, const norm_tensor_t *weight,
                     size_t end) {
   int err = layer_check(x, weight, bias, p, y);
   if (err != NORM_OK) return err;
-  layout_t l = layout_rows(x, p->normalized_ndim);
-  if ((err = check_range(begin, end, l.groups)) != NORM_OK) return err;
+  layout_t l = engine_layout_rows(x, p->normalized_ndim);
+  if ((err = engine_check_range(begin, end, l.groups)) != NORM_OK) return err;
   engine_standardize(x, y, &l, begin, end, p->eps,
                      p->variance == NORM_VAR_UNBIASED, p->eps_placement, weight,
                      bias, stats);

@@ -10,11 +10,11 @@ static int moments_layout(const norm_tensor_t *x,
   switch (p->layout) {
   case NORM_MOMENTS_ROWS:
     if (p->normalized_ndim < 1 || p->normalized_ndim > x->rank) return NORM_E_ARG;
-    *l = layout_rows(x, p->normalized_ndim);
+    *l = engine_layout_rows(x, p->normalized_ndim);
     return NORM_OK;
   case NORM_MOMENTS_CHANNELS:
-    if ((err = check_channels(x)) != NORM_OK) return err;
-    *l = layout_channels(x);
+    if ((err = engine_check_channels(x)) != NORM_OK) return err;
+    *l = engine_layout_channels(x);
     return NORM_OK;
   }
   return NORM_E_ARG;
@@ -34,9 +34,9 @@ int norm_moments_rows(const norm_tensor_t *x, const norm_moments_params_t *p,
   int err = moments_layout(x, p, &l);
   if (err != NORM_OK) return err;
   if (out == NULL || x->data == NULL) return NORM_E_NULL;
-  if ((err = check_range(begin, end, l.groups)) != NORM_OK) return err;
+  if ((err = engine_check_range(begin, end, l.groups)) != NORM_OK) return err;
   for (size_t g = begin; g < end; g++) {
-    out[g].count = (double)layout_count(&l);
+    out[g].count = (double)engine_layout_count(&l);
     engine_moments(x, &l, g, &out[g].mean, &out[g].m2);
   }
   return NORM_OK;

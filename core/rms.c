@@ -6,13 +6,13 @@
 static int rms_check(const norm_tensor_t *x, const norm_tensor_t *weight,
                      const norm_rms_params_t *p, const norm_tensor_t *y) {
   if (p == NULL) return NORM_E_NULL;
-  int err = check_in_out(x, y);
+  int err = engine_check_in_out(x, y);
   if (err == NORM_OK && (p->normalized_ndim < 1 || p->normalized_ndim > x->rank))
     err = NORM_E_ARG;
-  if (err == NORM_OK) err = check_eps(p->eps);
+  if (err == NORM_OK) err = engine_check_eps(p->eps);
   if (err == NORM_OK)
-    err = check_vector(weight, x->shape + x->rank - p->normalized_ndim,
-                       p->normalized_ndim, NORM_E_WEIGHT);
+    err = engine_check_vector(weight, x->shape + x->rank - p->normalized_ndim,
+                              p->normalized_ndim, NORM_E_WEIGHT);
   return err;
 }
 
@@ -28,12 +28,12 @@ int norm_rms_rows(const norm_tensor_t *x, const norm_tensor_t *weight,
                   const norm_stats_t *stats, size_t begin, size_t end) {
   int err = rms_check(x, weight, p, y);
   if (err != NORM_OK) return err;
-  layout_t l = layout_rows(x, p->normalized_ndim);
-  if ((err = check_range(begin, end, l.groups)) != NORM_OK) return err;
+  layout_t l = engine_layout_rows(x, p->normalized_ndim);
+  if ((err = engine_check_range(begin, end, l.groups)) != NORM_OK) return err;
   affine_t aff;
   engine_affine_init(&aff, &l, weight, NULL);
   for (size_t g = begin; g < end; g++) {
-    double ms = engine_sumsq(x, &l, g) / (double)layout_count(&l);
+    double ms = engine_sumsq(x, &l, g) / (double)engine_layout_count(&l);
     double rstd = engine_rstd(ms, p->eps);
     /* shift 0: |x| is a float, |x * rstd| <= sqrt(count) */
     engine_apply(x, y, &l, g, 0.0, engine_scale(ms, p->eps, rstd), &aff, 1);

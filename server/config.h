@@ -50,7 +50,7 @@ int config_load_file(config_t *cfg, const char *path, char *err, size_t errlen);
  * Returns 0 or -1 with err. */
 int config_load_env(config_t *cfg, char *const *envp, char *err, size_t errlen);
 
-/* Result of config_parse_args. */
+/* Result of config_from_args. */
 typedef enum {
   CONFIG_RUN = 0,   /* start the daemon */
   CONFIG_EXIT_OK,   /* --help / --version printed; exit 0 */

@@ -51,32 +51,22 @@ const withTimeout = (promise, ms, what) => {
   ]);
 };
 
-// The page's number formatting (web/index.html fmt), to check the text
-// shown for each number; the exact number is in the data-value attribute.
-function toNum(v) {
-  if (typeof v === "number") return v;
-  if (v === "NaN") return NaN;
-  if (v === "Infinity") return Infinity;
-  if (v === "-Infinity") return -Infinity;
-  return Number(v);
-}
-function fmt(v) {
-  v = toNum(v);
-  if (Number.isNaN(v)) return "NaN";
-  if (!Number.isFinite(v)) return v > 0 ? "∞" : "−∞";
-  if (v === 0) return "0";
-  const a = Math.abs(v);
-  const text = a >= 1e5 || a < 1e-3 ? v.toExponential(2) : String(Number(v.toPrecision(4)));
-  return text.replace("-", "−");
-}
-
-// A shown number against the API's: same value, shown as fmt(value).
-function sameNumber(cell, want, what) {
-  check(cell, `${what}: not shown`);
-  const w = toNum(want);
-  const got = Number(cell.value);
-  check(Object.is(got, w) || (Number.isNaN(got) && Number.isNaN(w)), `${what}: page shows ${cell.value}, API says ${want}`);
-  eq(cell.text, fmt(w), `${what}: text`);
+// Shown numbers against the API's, each [cell, want, what]: the same value
+// (the exact number is in the cell's data-value attribute), and the text
+// the page's own formatter (web/index.html fmt, as window.normdFmt) makes
+// of that value, asked of the page in one call for the whole list. The API
+// writes non-finite numbers as "NaN", "Infinity", "-Infinity", which
+// Number() reads as such.
+async function sameNumbers(page, list) {
+  const values = list.map(([cell, want, what]) => {
+    check(cell, `${what}: not shown`);
+    const w = Number(want);
+    const got = Number(cell.value);
+    check(Object.is(got, w) || (Number.isNaN(got) && Number.isNaN(w)), `${what}: page shows ${cell.value}, API says ${want}`);
+    return w;
+  });
+  const texts = await page.evaluate((ws) => ws.map((w) => window.normdFmt(w)), values);
+  list.forEach(([cell, , what], i) => eq(cell.text, texts[i], `${what}: text`));
 }
 
 // ------------------------------------------------------------- processes
@@ -264,8 +254,8 @@ async function checkAxes(page, norm, groups) {
   check((await page.$$("#axes-cube polygon.sel")).length > 0, "the cube shows the group");
   const shown = await numbersIn(page, "#axes-stats");
   eq(shown[1].value, String(g), "selected group");
-  sameNumber(shown[2], doc.stats.mean[g], `${norm} group ${g} mean`);
-  sameNumber(shown[3], doc.stats.var[g], `${norm} group ${g} variance`);
+  await sameNumbers(page, [[shown[2], doc.stats.mean[g], `${norm} group ${g} mean`],
+    [shown[3], doc.stats.var[g], `${norm} group ${g} variance`]]);
   eq(doc.stats.mean.length, {batch: 6, layer: 4, instance: 24, group: 4 * groups}[norm], "groups in the API answer");
 }
 
@@ -335,13 +325,15 @@ async function checkTry(page, expect = {}) {
     eq(doc.output_stats.rms, undefined, `no output rms for ${norm} norm`);
     eq(await page.textContent("#try-eps-to"), "variance", `eps label for ${norm} norm`);
   }
+  const cells = [];
   rows.forEach((r, g) => {
     const want = norm === "rms"
       ? [doc.stats.rms[g], doc.stats.rstd[g], doc.output_stats.mean[g], doc.output_stats.var[g], doc.output_stats.rms[g]]
       : [doc.stats.mean[g], doc.stats.var[g], doc.stats.rstd[g], doc.output_stats.mean[g], doc.output_stats.var[g]];
     eq(r.length, want.length + 1, "table columns");
-    want.forEach((w, k) => sameNumber(r[k + 1], w, `${norm} group ${g} column ${k + 1}`));
+    want.forEach((w, k) => cells.push([r[k + 1], w, `${norm} group ${g} column ${k + 1}`]));
   });
+  await sameNumbers(page, cells);
   // the steps, in order, with their first values
   const stepNames = await page.$$eval("#try-steps .step", (els) => els.map((e) => e.dataset.step));
   if (doc.steps) {
@@ -351,10 +343,10 @@ async function checkTry(page, expect = {}) {
       const shown = await numbersIn(page, `#try-steps .step:nth-of-type(${2 * k + 1})`);
       check(shown.length > 0, `step ${st.name} shows numbers`);
       const cols = st.shape.length ? st.shape[st.shape.length - 1] : 1, showC = Math.min(cols, 10);
-      shown.forEach((cell, i) => {
+      await sameNumbers(page, shown.map((cell, i) => {
         const r = Math.floor(i / showC), c = i % showC;
-        sameNumber(cell, st.data[r * cols + c], `step ${st.name} [${r}, ${c}]`);
-      });
+        return [cell, st.data[r * cols + c], `step ${st.name} [${r}, ${c}]`];
+      }));
     }
   } else {
     eq(stepNames.length, 0, "no steps for a large input");
@@ -362,10 +354,8 @@ async function checkTry(page, expect = {}) {
   }
   if (doc.running_mean) {
     const rr = await tableRows(page, "#try-running");
-    rr.forEach((r, c) => {
-      sameNumber(r[1], doc.running_mean.data[c], `running mean ${c}`);
-      sameNumber(r[2], doc.running_var.data[c], `running var ${c}`);
-    });
+    await sameNumbers(page, rr.flatMap((r, c) => [[r[1], doc.running_mean.data[c], `running mean ${c}`],
+      [r[2], doc.running_var.data[c], `running var ${c}`]]));
   }
   const curl = await page.textContent("#try-curl");
   check(curl.includes(last.path) && curl.includes(`-d '${last.body.replace(/'/g, "'\\''")}'`), "the request shown is the request sent");
@@ -538,17 +528,18 @@ async function checkLnRms(page) {
   const step = (d, name) => d.steps.find((x) => x.name === name).data[0];
   const rows = await tableRows(page, "#ln-table");
   eq(rows.length, 2, "two rows");
-  sameNumber(rows[0][1], step(layer, "mean"), "LayerNorm subtracts");
-  sameNumber(rows[0][2], step(layer, "std"), "LayerNorm divides by");
-  sameNumber(rows[0][3], layer.output_stats.mean[0], "LayerNorm output mean");
-  sameNumber(rows[0][4], layer.output_stats.var[0], "LayerNorm output variance");
   eq(rows[1][1].text, "nothing", "RMSNorm subtracts nothing");
-  sameNumber(rows[1][2], step(rms, "rms"), "RMSNorm divides by");
-  sameNumber(rows[1][3], rms.output_stats.mean[0], "RMSNorm output mean");
-  sameNumber(rows[1][4], rms.output_stats.var[0], "RMSNorm output variance");
+  await sameNumbers(page, [
+    [rows[0][1], step(layer, "mean"), "LayerNorm subtracts"],
+    [rows[0][2], step(layer, "std"), "LayerNorm divides by"],
+    [rows[0][3], layer.output_stats.mean[0], "LayerNorm output mean"],
+    [rows[0][4], layer.output_stats.var[0], "LayerNorm output variance"],
+    [rows[1][2], step(rms, "rms"), "RMSNorm divides by"],
+    [rows[1][3], rms.output_stats.mean[0], "RMSNorm output mean"],
+    [rows[1][4], rms.output_stats.var[0], "RMSNorm output variance"]]);
   for (const [id, d] of [["ln-chart-layer", layer], ["ln-chart-rms", rms]]) {
     const bars = await page.$$eval(`#${id} rect.bar`, (els) => els.map((e) => Number(e.dataset.value)));
-    eq(JSON.stringify(bars), JSON.stringify(d.output.data.map(toNum)), `${id} bars`);
+    eq(JSON.stringify(bars), JSON.stringify(d.output.data.map(Number)), `${id} bars`);
   }
   return {layer, rms, input: JSON.parse(layerCall.body).input};
 }
@@ -596,19 +587,18 @@ async function checkBatch(page, size) {
   const evalDoc = (await apiPost(evalCall.path, evalCall.body)).doc;
   const warmDoc = (await apiPost(warm.path, warm.body)).doc;
   const running = await numbersIn(page, "#bn-running");
-  sameNumber(running[0], warmDoc.running_mean.data[0], "running mean");
-  sameNumber(running[1], warmDoc.running_var.data[0], "running var");
+  await sameNumbers(page, [[running[0], warmDoc.running_mean.data[0], "running mean"],
+    [running[1], warmDoc.running_var.data[0], "running var"]]);
   eq(JSON.stringify(JSON.parse(evalCall.body).running_mean), JSON.stringify(warmDoc.running_mean.data), "eval uses normd's running mean");
   const rows = await tableRows(page, "#bn-table");
   eq(rows.length, 12, "table rows");
-  rows.forEach((r, k) => {
-    sameNumber(r[1], docs[k].stats.mean[0], `batch ${k + 1} mean`);
-    sameNumber(r[2], docs[k].stats.var[0], `batch ${k + 1} variance`);
-    sameNumber(r[3], docs[k].output.data[0], `batch ${k + 1} train output`);
-    sameNumber(r[4], evalDoc.output.data[0], "eval output");
-  });
+  await sameNumbers(page, rows.flatMap((r, k) => [
+    [r[1], docs[k].stats.mean[0], `batch ${k + 1} mean`],
+    [r[2], docs[k].stats.var[0], `batch ${k + 1} variance`],
+    [r[3], docs[k].output.data[0], `batch ${k + 1} train output`],
+    [r[4], evalDoc.output.data[0], "eval output"]]));
   const dots = await page.$$eval("#bn-means circle.point", (els) => els.map((e) => Number(e.dataset.value)));
-  eq(JSON.stringify(dots), JSON.stringify(docs.map((d) => toNum(d.stats.mean[0]))), "dots are the batch means");
+  eq(JSON.stringify(dots), JSON.stringify(docs.map((d) => Number(d.stats.mean[0]))), "dots are the batch means");
   const lines = await page.$$eval("#bn-out polyline.series", (els) => els.length);
   eq(lines, 13, "twelve train lines and the eval line");
   const means = docs.map((d) => d.stats.mean[0]);
@@ -643,14 +633,16 @@ async function checkPrePost(page, want) {
   eq(rows.length, L + 1, "one row per depth");
   const cols = [["rms", 0], ["rms", 0], ["rel_update", 1], ["rel_update", 1], ["cosine", 1], ["cosine", 1],
     ["cos_to_input", 0], ["cos_to_input", 0]];
+  const cells = [];
   rows.forEach((r, t) => {
     eq(r[0].text, String(t), "depth");
     cols.forEach(([key, short], k) => {
       const place = k % 2 === 0 ? "pre" : "post";
       if (short && t === L) eq(r[k + 1].text, "", `${key} has L entries`);
-      else sameNumber(r[k + 1], doc[place][key][t], `${place} ${key}[${t}]`);
+      else cells.push([r[k + 1], doc[place][key][t], `${place} ${key}[${t}]`]);
     });
   });
+  await sameNumbers(page, cells);
   for (const [id, key] of [["pp-rms", "rms"], ["pp-rel", "rel_update"], ["pp-cos", "cosine"], ["pp-cos0", "cos_to_input"]]) {
     const counts = await page.$$eval(`#${id} polyline.series`, (els) => els.map((e) => [e.dataset.name, Number(e.dataset.count)]));
     eq(JSON.stringify(counts), JSON.stringify([["Pre-Norm", doc.pre[key].length], ["Post-Norm", doc.post[key].length]]), `${id} curves`);

@@ -30,53 +30,48 @@ static void ref_running(size_t C, size_t count, double f, const double *mean,
 
 /* ---- one configurable case --------------------------------------------- */
 
+/* The (N, C, *) case of testutil.h, first (run_nc hands the cases of its
+ * shared sequences back as a bcase_t), and batch norm's own fields. */
 typedef struct {
-  norm_dtype_t xt, yt, wt, rt; /* input, output, weight/bias, running */
-  int rank;
-  int64_t shape[5];
-  int affine, running;
+  tu_nccase_t nc;  /* groups 0: one per channel, over all samples */
+  norm_dtype_t rt; /* running stats */
+  int running;
   norm_mode_t mode;
-  double eps, momentum;
+  double momentum;
   int cumulative;
   int64_t nbt;
-  double lo, hi;
-  uint64_t seed;
-  double tol, tol64; /* output tolerances (0: 1e-6 / 1e-12) */
 } bcase_t;
 
+/* x uniform in [-3, 5) from seed 42; train, momentum 0.1, no running stats
+ * (of dtype dt when asked for). */
 static bcase_t bcase(norm_dtype_t dt, int rank, const int64_t *shape) {
   bcase_t c;
   memset(&c, 0, sizeof c);
-  c.xt = c.yt = c.wt = c.rt = dt;
-  c.rank = rank;
-  for (int i = 0; i < rank; i++)
-    c.shape[i] = shape[i];
-  c.affine = 1;
+  c.nc = tu_nccase(dt, rank, shape, -3, 5, 42);
+  c.rt = dt;
   c.mode = NORM_TRAIN;
-  c.eps = 1e-5;
   c.momentum = 0.1;
-  c.lo = -3;
-  c.hi = 5;
-  c.seed = 42;
   return c;
 }
 
 /* c's buffers: running stats in [-1, 1) and [0.5, 3) (seed + 3, + 4)
  * when c keeps them or reads them (eval). */
 static void bfix_init(tu_ncfix_t *f, const bcase_t *c) {
-  tu_ncfix_init(f, c->xt, c->yt, c->rank, c->shape, (size_t)c->shape[1], 1);
-  tu_fill_uniform(&f->x, c->seed, c->lo, c->hi);
-  if (c->affine) tu_ncfix_affine(f, c->wt, c->seed, 0.5, 2);
+  tu_ncfix_init(f, c->nc.xt, c->nc.yt, c->nc.rank, c->nc.shape,
+                (size_t)c->nc.shape[1], 1);
+  tu_fill_uniform(&f->x, c->nc.seed, c->nc.lo, c->nc.hi);
+  if (c->nc.affine) tu_ncfix_affine(f, c->nc.wt, c->nc.seed, 0.5, 2);
   if (c->running || c->mode == NORM_EVAL) {
-    f->rm = tu_mk(c->rt, 1, SHAPE(c->shape[1]));
-    f->rv = tu_mk(c->rt, 1, SHAPE(c->shape[1]));
-    tu_fill_uniform(&f->rm, c->seed + 3, -1, 1);
-    tu_fill_uniform(&f->rv, c->seed + 4, 0.5, 3);
+    f->rm = tu_mk(c->rt, 1, SHAPE(c->nc.shape[1]));
+    f->rv = tu_mk(c->rt, 1, SHAPE(c->nc.shape[1]));
+    tu_fill_uniform(&f->rm, c->nc.seed + 3, -1, 1);
+    tu_fill_uniform(&f->rv, c->nc.seed + 4, 0.5, 3);
   }
 }
 
 static norm_batch_params_t bparams(const bcase_t *c) {
-  norm_batch_params_t p = {c->mode, c->eps, c->momentum, c->cumulative, c->nbt};
+  norm_batch_params_t p = {c->mode, c->nc.eps, c->momentum, c->cumulative,
+                           c->nbt};
   return p;
 }
 
@@ -93,15 +88,13 @@ static void run_bcase(const bcase_t *c) {
   double *mean = malloc(C * sizeof *mean), *var = malloc(C * sizeof *var);
   ck_assert(mean && var);
 
-  EXPECT_RC(norm_batch(&f.x, c->affine ? &f.w : NULL, c->affine ? &f.b : NULL,
-                       f.rm.data ? &f.rm : NULL, f.rv.data ? &f.rv : NULL, &p,
-                       &f.y, &st),
+  EXPECT_RC(norm_batch(&f.x, c->nc.affine ? &f.w : NULL,
+                       c->nc.affine ? &f.b : NULL, f.rm.data ? &f.rm : NULL,
+                       f.rv.data ? &f.rv : NULL, &p, &f.y, &st),
             NORM_OK);
-  double tol = c->tol > 0 ? c->tol : 1e-6;
-  double tol64 = c->tol64 > 0 ? c->tol64 : 1e-12;
   int eval = c->mode == NORM_EVAL;
-  tu_ncfix_check(&f, c->eps, eval ? rm : NULL, eval ? rv : NULL, tol, tol64,
-                 mean, var);
+  tu_ncfix_check(&f, c->nc.eps, eval ? rm : NULL, eval ? rv : NULL, 1e-6,
+                 c->nc.tol64, mean, var);
 
   if (rm) {
     if (c->mode == NORM_TRAIN) {
@@ -118,6 +111,9 @@ static void run_bcase(const bcase_t *c) {
   free(var);
   tu_ncfix_free(&f);
 }
+
+/* run_bcase for testutil.h's shared sequences, on a bcase_t's nc. */
+static void run_nc(const tu_nccase_t *c) { run_bcase((const bcase_t *)c); }
 
 /* ---- Core ---------------------------------------------------------------- */
 
@@ -151,7 +147,7 @@ START_TEST(test_train_f64) {
   bcase_t c = bcase(NORM_F64, 4, SHAPE(3, 4, 5, 2));
   c.running = 1;
   run_bcase(&c);
-  c.affine = 0;
+  c.nc.affine = 0;
   c.running = 0;
   run_bcase(&c);
 }
@@ -164,7 +160,7 @@ START_TEST(test_train_half) {
     c.running = 1;
     run_bcase(&c);
     c.rt = NORM_F32; /* half input, float running stats */
-    c.wt = NORM_F32;
+    c.nc.wt = NORM_F32;
     run_bcase(&c);
   }
 }
@@ -172,21 +168,21 @@ END_TEST
 
 START_TEST(test_mixed_dtypes) {
   bcase_t c = bcase(NORM_F32, 3, SHAPE(3, 4, 5));
-  c.yt = NORM_F64;
-  c.wt = NORM_F16;
+  c.nc.yt = NORM_F64;
+  c.nc.wt = NORM_F16;
   c.rt = NORM_F64;
   c.running = 1;
   run_bcase(&c);
   c = bcase(NORM_F64, 3, SHAPE(3, 4, 5));
-  c.yt = NORM_BF16;
-  c.wt = NORM_F32;
+  c.nc.yt = NORM_BF16;
+  c.nc.wt = NORM_F32;
   run_bcase(&c);
 }
 END_TEST
 
 START_TEST(test_no_affine) {
   bcase_t c = bcase(NORM_F32, 3, SHAPE(5, 2, 6));
-  c.affine = 0;
+  c.nc.affine = 0;
   c.running = 1;
   run_bcase(&c);
 }
@@ -287,8 +283,8 @@ START_TEST(test_eval) {
   bcase_t c = bcase(NORM_F32, 4, SHAPE(2, 3, 2, 3));
   c.mode = NORM_EVAL;
   run_bcase(&c);
-  c.xt = c.yt = c.wt = NORM_F64;
-  c.affine = 0;
+  c.nc.xt = c.nc.yt = c.nc.wt = NORM_F64;
+  c.nc.affine = 0;
   run_bcase(&c);
   c = bcase(NORM_BF16, 3, SHAPE(3, 4, 2));
   c.mode = NORM_EVAL;
@@ -337,20 +333,10 @@ END_TEST
 
 /* |mean| 1e4 with std 1e-2: E[x^2] - E[x]^2 would lose every digit. */
 START_TEST(test_large_mean) {
-  bcase_t c = bcase(NORM_F32, 3, SHAPE(8, 3, 16));
-  c.lo = 1e4 - 0.017;
-  c.hi = 1e4 + 0.017;
-  c.running = 1;
-  run_bcase(&c);
-  c.lo = -1e4 - 0.017;
-  c.hi = -1e4 + 0.017;
-  run_bcase(&c);
-  c = bcase(NORM_F64, 3, SHAPE(8, 3, 16));
-  c.lo = 1e4 - 0.017;
-  c.hi = 1e4 + 0.017;
-  c.running = 1;
-  c.tol64 = 1e-12 * 1e4 / 1e-2; /* summation order, conditioned by mean/std */
-  run_bcase(&c);
+  bcase_t c32 = bcase(NORM_F32, 3, SHAPE(8, 3, 16));
+  bcase_t c64 = bcase(NORM_F64, 3, SHAPE(8, 3, 16));
+  c32.running = c64.running = 1;
+  tu_nccase_large_mean(&c32.nc, &c64.nc, run_nc);
 }
 END_TEST
 
@@ -414,7 +400,7 @@ START_TEST(test_constant_with_bias_and_zero_eps) {
   tu_tensor_free(&b);
 
   bcase_t c = bcase(NORM_F64, 3, SHAPE(3, 2, 4));
-  c.eps = 0;
+  c.nc.eps = 0;
   run_bcase(&c);
 }
 END_TEST
@@ -462,12 +448,12 @@ END_TEST
  * would be off by far more than the 1e-10 the stats are held to. */
 START_TEST(test_million_value_channels) {
   bcase_t c = bcase(NORM_F32, 3, SHAPE(4, 2, 250000));
-  c.lo = 100;
-  c.hi = 1000;
+  c.nc.lo = 100;
+  c.nc.hi = 1000;
   c.running = 1;
   run_bcase(&c);
   c = bcase(NORM_BF16, 4, SHAPE(2, 2, 1000, 500));
-  c.wt = c.rt = NORM_F32;
+  c.nc.wt = c.rt = NORM_F32;
   run_bcase(&c);
 }
 END_TEST
@@ -475,19 +461,7 @@ END_TEST
 /* float32 subnormal inputs with eps = 0: var ~ 1e-78 only exists in double. */
 START_TEST(test_subnormal_inputs) {
   bcase_t c = bcase(NORM_F32, 3, SHAPE(4, 3, 50));
-  c.lo = -1e-39;
-  c.hi = 3e-39;
-  c.eps = 0;
-  run_bcase(&c);
-  c.affine = 0;
-  c.yt = NORM_F64;
-  run_bcase(&c);
-  c.xt = NORM_BF16; /* bfloat16 has float32's range */
-  c.yt = NORM_F32;
-  run_bcase(&c);
-  c.xt = NORM_F32;
-  c.eps = 1e-5;
-  run_bcase(&c);
+  tu_nccase_subnormal(&c.nc, run_nc);
 }
 END_TEST
 
@@ -534,8 +508,8 @@ static int batch_rows(void *ctx, norm_stats_t *st, size_t lo, size_t hi) {
   brows_t *r = ctx;
   tu_ncfix_t *f = r->part;
   norm_batch_params_t p = bparams(r->c);
-  return norm_batch_rows(&f->x, r->c->affine ? &f->w : NULL,
-                         r->c->affine ? &f->b : NULL,
+  return norm_batch_rows(&f->x, r->c->nc.affine ? &f->w : NULL,
+                         r->c->nc.affine ? &f->b : NULL,
                          f->rm.data ? &f->rm : NULL, f->rv.data ? &f->rv : NULL,
                          &p, &f->y, st, lo, hi);
 }
@@ -547,8 +521,8 @@ static void rows_case(const bcase_t *c) {
   bfix_init(&whole, c);
   bfix_init(&part, c);
   norm_batch_params_t p = bparams(c);
-  const norm_tensor_t *w = c->affine ? &whole.w : NULL;
-  const norm_tensor_t *b = c->affine ? &whole.b : NULL;
+  const norm_tensor_t *w = c->nc.affine ? &whole.w : NULL;
+  const norm_tensor_t *b = c->nc.affine ? &whole.b : NULL;
   norm_tensor_t *rm = whole.rm.data ? &whole.rm : NULL;
   norm_tensor_t *rv = whole.rv.data ? &whole.rv : NULL;
   norm_stats_t st = {whole.mean, whole.var, whole.rstd, NULL};
@@ -576,7 +550,7 @@ START_TEST(test_rows_split) {
   c.running = 1;
   rows_case(&c);
   c = bcase(NORM_F64, 2, SHAPE(9, 6));
-  c.affine = 0;
+  c.nc.affine = 0;
   rows_case(&c);
   c = bcase(NORM_F64, 3, SHAPE(2, 6, 3));
   c.running = 1;
@@ -891,8 +865,8 @@ START_TEST(test_cumulative_count_unused) {
     run_bcase(&c);
     c.mode = NORM_TRAIN; /* no running stats */
     run_bcase(&c);
-    c.xt = c.yt = NORM_F64;
-    c.affine = 0;
+    c.nc.xt = c.nc.yt = NORM_F64;
+    c.nc.affine = 0;
     c.mode = NORM_EVAL;
     run_bcase(&c);
   }

@@ -19,71 +19,53 @@ static void ref_group(const double *x, size_t N, size_t C, size_t S, size_t G,
 
 /* ---- one configurable case --------------------------------------------- */
 
-typedef struct {
-  norm_dtype_t xt, yt, wt;
-  int rank;
-  int64_t shape[5];
-  int64_t groups;
-  int affine;
-  double eps, lo, hi;
-  uint64_t seed;
-  double tol64;
-} gcase_t;
+/* norm_group for testutil.h's case runners. */
+static int group_call(const tu_nccase_t *c, tu_ncfix_t *f, norm_stats_t *st,
+                      int rows, size_t lo, size_t hi) {
+  norm_group_params_t p = {c->groups, c->eps};
+  const norm_tensor_t *w = c->affine ? &f->w : NULL;
+  const norm_tensor_t *b = c->affine ? &f->b : NULL;
+  return rows ? norm_group_rows(&f->x, w, b, &p, &f->y, st, lo, hi)
+              : norm_group(&f->x, w, b, &p, &f->y, st);
+}
 
-static gcase_t gcase(norm_dtype_t dt, int rank, const int64_t *shape,
-                     int64_t groups) {
-  gcase_t c;
-  memset(&c, 0, sizeof c);
-  c.xt = c.yt = c.wt = dt;
-  c.rank = rank;
-  for (int i = 0; i < rank; i++)
-    c.shape[i] = shape[i];
+static int64_t group_groups(const tu_nccase_t *c, const norm_tensor_t *x) {
+  norm_group_params_t p = {c->groups, c->eps};
+  return norm_group_groups(x, &p);
+}
+
+static const tu_ncnorm_t group = {group_call, group_groups};
+
+/* x uniform in [-2, 6) from seed 1234, num_groups `groups`. */
+static tu_nccase_t gcase(norm_dtype_t dt, int rank, const int64_t *shape,
+                         int64_t groups) {
+  tu_nccase_t c = tu_nccase(dt, rank, shape, -2, 6, 1234);
   c.groups = groups;
-  c.affine = 1;
-  c.eps = 1e-5;
-  c.lo = -2;
-  c.hi = 6;
-  c.seed = 1234;
-  c.tol64 = 1e-12;
   return c;
 }
 
-static void gfix_init(tu_ncfix_t *f, const gcase_t *c) {
-  tu_ncfix_init(f, c->xt, c->yt, c->rank, c->shape, (size_t)c->groups, 0);
-  tu_fill_uniform(&f->x, c->seed, c->lo, c->hi);
-  if (c->affine) tu_ncfix_affine(f, c->wt, c->seed, -2, 2);
+/* Runs norm_group on c (x prepared by `prep` when given) and compares y and
+ * stats to the reference (tu_nccase_run). */
+static void run_gcase(const tu_nccase_t *c, void (*prep)(norm_tensor_t *)) {
+  tu_nccase_run(&group, c, prep);
 }
 
-/* Runs norm_group on c (x prepared by `prep` when given) and compares y and
- * stats to the reference. */
-static void run_gcase(const gcase_t *c, void (*prep)(norm_tensor_t *)) {
-  tu_ncfix_t f;
-  gfix_init(&f, c);
-  if (prep)
-    prep(&f.x);
-  norm_group_params_t p = {c->groups, c->eps};
-  norm_stats_t st = {f.mean, f.var, f.rstd, NULL};
-  EXPECT_RC(norm_group(&f.x, c->affine ? &f.w : NULL, c->affine ? &f.b : NULL,
-                       &p, &f.y, &st),
-            NORM_OK);
-  ck_assert_int_eq(norm_group_groups(&f.x, &p), (int64_t)f.ngroups);
-  tu_ncfix_check(&f, c->eps, NULL, NULL, 1e-6, c->tol64, NULL, NULL);
-  tu_ncfix_free(&f);
-}
+/* run_gcase without prep, for testutil.h's shared sequences. */
+static void run_plain(const tu_nccase_t *c) { run_gcase(c, NULL); }
 
 /* ---- Core ---------------------------------------------------------------- */
 
 START_TEST(test_nchw_all_divisors) {
   int64_t gs[] = {1, 2, 3, 6};
   for (int i = 0; i < 4; i++) {
-    gcase_t c = gcase(NORM_F32, 4, SHAPE(2, 6, 3, 4), gs[i]);
+    tu_nccase_t c = gcase(NORM_F32, 4, SHAPE(2, 6, 3, 4), gs[i]);
     run_gcase(&c, NULL);
   }
 }
 END_TEST
 
 START_TEST(test_ncl_and_nc) {
-  gcase_t c = gcase(NORM_F32, 3, SHAPE(3, 8, 5), 4);
+  tu_nccase_t c = gcase(NORM_F32, 3, SHAPE(3, 8, 5), 4);
   run_gcase(&c, NULL);
   c = gcase(NORM_F32, 2, SHAPE(5, 8), 2); /* (N, C): spatial size 1 */
   run_gcase(&c, NULL);
@@ -95,14 +77,14 @@ END_TEST
 START_TEST(test_f64) {
   int64_t gs[] = {1, 5, 10};
   for (int i = 0; i < 3; i++) {
-    gcase_t c = gcase(NORM_F64, 3, SHAPE(3, 10, 7), gs[i]);
+    tu_nccase_t c = gcase(NORM_F64, 3, SHAPE(3, 10, 7), gs[i]);
     run_gcase(&c, NULL);
   }
 }
 END_TEST
 
 START_TEST(test_half) {
-  gcase_t c = gcase(NORM_F16, 4, SHAPE(2, 4, 3, 3), 2);
+  tu_nccase_t c = gcase(NORM_F16, 4, SHAPE(2, 4, 3, 3), 2);
   run_gcase(&c, NULL);
   c = gcase(NORM_BF16, 4, SHAPE(2, 4, 3, 3), 4);
   run_gcase(&c, NULL);
@@ -114,7 +96,7 @@ START_TEST(test_half) {
 END_TEST
 
 START_TEST(test_no_affine_mixed) {
-  gcase_t c = gcase(NORM_F32, 3, SHAPE(2, 6, 5), 3);
+  tu_nccase_t c = gcase(NORM_F32, 3, SHAPE(2, 6, 5), 3);
   c.affine = 0;
   run_gcase(&c, NULL);
   c.yt = NORM_F64;
@@ -129,7 +111,7 @@ END_TEST
 
 /* G = C with spatial size 1: every group is one value -> var 0, y = b. */
 START_TEST(test_single_value_groups) {
-  gcase_t c = gcase(NORM_F32, 2, SHAPE(3, 4), 4);
+  tu_nccase_t c = gcase(NORM_F32, 2, SHAPE(3, 4), 4);
   run_gcase(&c, NULL);
   norm_tensor_t x = tu_mk(NORM_F32, 2, SHAPE(3, 4));
   norm_tensor_t y = tu_mk(NORM_F32, 2, SHAPE(3, 4));
@@ -195,18 +177,9 @@ END_TEST
  */
 
 START_TEST(test_large_mean) {
-  gcase_t c = gcase(NORM_F32, 3, SHAPE(2, 4, 32), 2);
-  c.lo = 1e4 - 0.017;
-  c.hi = 1e4 + 0.017;
-  run_gcase(&c, NULL);
-  c.lo = -1e4 - 0.017;
-  c.hi = -1e4 + 0.017;
-  run_gcase(&c, NULL);
-  c = gcase(NORM_F64, 3, SHAPE(2, 4, 32), 4);
-  c.lo = 1e4 - 0.017;
-  c.hi = 1e4 + 0.017;
-  c.tol64 = 1e-12 * 1e4 / 1e-2;
-  run_gcase(&c, NULL);
+  tu_nccase_t c32 = gcase(NORM_F32, 3, SHAPE(2, 4, 32), 2);
+  tu_nccase_t c64 = gcase(NORM_F64, 3, SHAPE(2, 4, 32), 4);
+  tu_nccase_large_mean(&c32, &c64, run_plain);
 }
 END_TEST
 
@@ -220,7 +193,7 @@ static void make_sample1_constant(norm_tensor_t *x) {
 START_TEST(test_constant_groups) {
   norm_dtype_t dts[4] = {NORM_F32, NORM_F64, NORM_F16, NORM_BF16};
   for (int d = 0; d < 4; d++) {
-    gcase_t c = gcase(dts[d], 3, SHAPE(3, 4, 6), 2);
+    tu_nccase_t c = gcase(dts[d], 3, SHAPE(3, 4, 6), 2);
     run_gcase(&c, make_sample1_constant);
     c.affine = 0;
     run_gcase(&c, make_sample1_constant);
@@ -250,26 +223,18 @@ END_TEST
 
 /* A non-finite value poisons its (n, g) group only. */
 static void poison_case(double bad) {
-  const size_t C = 6, S = 3, G = 3;
+  const size_t C = 6, S = 3;
   const size_t at = (1 * C + 3) * S + 1; /* n = 1, c = 3: g = 1 */
-  norm_tensor_t x = tu_mk(NORM_F32, 3, SHAPE(2, 6, 3));
-  norm_tensor_t y = tu_mk(NORM_F32, 3, SHAPE(2, 6, 3));
-  tu_fill_uniform(&x, 31, -1, 1);
-  norm_tensor_set(&x, at, bad);
-  double gm[6], gv[6], gr[6];
-  norm_stats_t st = {gm, gv, gr, NULL};
-  norm_group_params_t p = {(int64_t)G, 1e-5};
-  EXPECT_RC(norm_group(&x, NULL, NULL, &p, &y, &st), NORM_OK);
-  tu_nc_t l = {2, C, S, G, 0};
-  tu_check_poisoned(&l, &x, at, 1e-5, &y, &st);
-  tu_tensor_free(&x);
-  tu_tensor_free(&y);
+  tu_nccase_t c = tu_nccase(NORM_F32, 3, SHAPE(2, 6, 3), -1, 1, 31);
+  c.groups = 3;
+  c.affine = 0;
+  tu_nccase_poisoned(&group, &c, at, bad);
 }
 
 /* Groups of 1e6 values (C / G channels times spatial), far from 0 and in
  * float16: double accumulation keeps the stats within 1e-10. */
 START_TEST(test_million_value_groups) {
-  gcase_t c = gcase(NORM_F32, 3, SHAPE(1, 4, 500000), 2);
+  tu_nccase_t c = gcase(NORM_F32, 3, SHAPE(1, 4, 500000), 2);
   c.lo = 100;
   c.hi = 1000;
   run_gcase(&c, NULL);
@@ -281,20 +246,8 @@ END_TEST
 
 /* float32 subnormal inputs with eps = 0: var ~ 1e-78 only exists in double. */
 START_TEST(test_subnormal_inputs) {
-  gcase_t c = gcase(NORM_F32, 4, SHAPE(2, 6, 4, 5), 3);
-  c.lo = -1e-39;
-  c.hi = 3e-39;
-  c.eps = 0;
-  run_gcase(&c, NULL);
-  c.affine = 0;
-  c.yt = NORM_F64;
-  run_gcase(&c, NULL);
-  c.xt = NORM_BF16; /* bfloat16 has float32's range */
-  c.yt = NORM_F32;
-  run_gcase(&c, NULL);
-  c.xt = NORM_F32;
-  c.eps = 1e-5;
-  run_gcase(&c, NULL);
+  tu_nccase_t c = gcase(NORM_F32, 4, SHAPE(2, 6, 4, 5), 3);
+  tu_nccase_subnormal(&c, run_plain);
 }
 END_TEST
 
@@ -309,40 +262,11 @@ END_TEST
 
 /* ---- Rows ---------------------------------------------------------------- */
 
-/* One range of rows_case: norm_group_rows into part's y. */
-typedef struct {
-  tu_ncfix_t *part;
-  const gcase_t *c;
-} grows_t;
-
-static int group_rows(void *ctx, norm_stats_t *st, size_t lo, size_t hi) {
-  grows_t *r = ctx;
-  tu_ncfix_t *f = r->part;
-  norm_group_params_t p = {r->c->groups, r->c->eps};
-  return norm_group_rows(&f->x, r->c->affine ? &f->w : NULL,
-                         r->c->affine ? &f->b : NULL, &p, &f->y, st, lo, hi);
-}
-
-/* Splits of [0, N * G) give bit-identical y and stats (tu_check_split). */
-static void rows_case(const gcase_t *c) {
-  tu_ncfix_t whole, part;
-  gfix_init(&whole, c);
-  gfix_init(&part, c);
-  norm_group_params_t p = {c->groups, c->eps};
-  const norm_tensor_t *w = c->affine ? &whole.w : NULL;
-  const norm_tensor_t *b = c->affine ? &whole.b : NULL;
-  norm_stats_t st = {whole.mean, whole.var, whole.rstd, NULL};
-  EXPECT_RC(norm_group(&whole.x, w, b, &p, &whole.y, &st), NORM_OK);
-
-  size_t ng = whole.ngroups, cuts[4] = {0, 1, ng / 2, ng - 1};
-  grows_t r = {&part, c};
-  tu_check_split(&whole.l, group_rows, &r, &part.y, &whole.y, &st, cuts, 4);
-  tu_ncfix_free(&whole);
-  tu_ncfix_free(&part);
-}
+/* Splits of [0, N * G) give bit-identical y and stats (tu_nccase_split). */
+static void rows_case(const tu_nccase_t *c) { tu_nccase_split(&group, c); }
 
 START_TEST(test_rows_split) {
-  gcase_t c = gcase(NORM_F32, 4, SHAPE(3, 6, 2, 3), 3);
+  tu_nccase_t c = gcase(NORM_F32, 4, SHAPE(3, 6, 2, 3), 3);
   rows_case(&c);
   c = gcase(NORM_BF16, 3, SHAPE(2, 4, 5), 4);
   rows_case(&c);

@@ -19,57 +19,39 @@ static void ref_instance(const double *x, size_t N, size_t C, size_t S,
 
 /* ---- one configurable case --------------------------------------------- */
 
-typedef struct {
-  norm_dtype_t xt, yt, wt;
-  int rank;
-  int64_t shape[5];
-  int affine;
-  double eps, lo, hi;
-  uint64_t seed;
-  double tol64;
-} icase_t;
-
-static icase_t icase(norm_dtype_t dt, int rank, const int64_t *shape) {
-  icase_t c;
-  memset(&c, 0, sizeof c);
-  c.xt = c.yt = c.wt = dt;
-  c.rank = rank;
-  for (int i = 0; i < rank; i++)
-    c.shape[i] = shape[i];
-  c.affine = 1;
-  c.eps = 1e-5;
-  c.lo = -5;
-  c.hi = 3;
-  c.seed = 99;
-  c.tol64 = 1e-12;
-  return c;
-}
-
-static void ifix_init(tu_ncfix_t *f, const icase_t *c) {
-  tu_ncfix_init(f, c->xt, c->yt, c->rank, c->shape, (size_t)c->shape[1], 0);
-  tu_fill_uniform(&f->x, c->seed, c->lo, c->hi);
-  if (c->affine) tu_ncfix_affine(f, c->wt, c->seed, -2, 2);
-}
-
-static void run_icase(const icase_t *c, void (*prep)(norm_tensor_t *)) {
-  tu_ncfix_t f;
-  ifix_init(&f, c);
-  if (prep)
-    prep(&f.x);
+/* norm_instance for testutil.h's case runners. */
+static int instance_call(const tu_nccase_t *c, tu_ncfix_t *f, norm_stats_t *st,
+                         int rows, size_t lo, size_t hi) {
   norm_instance_params_t p = {c->eps};
-  norm_stats_t st = {f.mean, f.var, f.rstd, NULL};
-  EXPECT_RC(norm_instance(&f.x, c->affine ? &f.w : NULL,
-                          c->affine ? &f.b : NULL, &p, &f.y, &st),
-            NORM_OK);
-  ck_assert_int_eq(norm_instance_groups(&f.x), (int64_t)f.ngroups);
-  tu_ncfix_check(&f, c->eps, NULL, NULL, 1e-6, c->tol64, NULL, NULL);
-  tu_ncfix_free(&f);
+  const norm_tensor_t *w = c->affine ? &f->w : NULL;
+  const norm_tensor_t *b = c->affine ? &f->b : NULL;
+  return rows ? norm_instance_rows(&f->x, w, b, &p, &f->y, st, lo, hi)
+              : norm_instance(&f->x, w, b, &p, &f->y, st);
 }
+
+static int64_t instance_groups(const tu_nccase_t *c, const norm_tensor_t *x) {
+  (void)c;
+  return norm_instance_groups(x);
+}
+
+static const tu_ncnorm_t instance = {instance_call, instance_groups};
+
+/* x uniform in [-5, 3) from seed 99; one group per (n, c). */
+static tu_nccase_t icase(norm_dtype_t dt, int rank, const int64_t *shape) {
+  return tu_nccase(dt, rank, shape, -5, 3, 99);
+}
+
+static void run_icase(const tu_nccase_t *c, void (*prep)(norm_tensor_t *)) {
+  tu_nccase_run(&instance, c, prep);
+}
+
+/* run_icase without prep, for testutil.h's shared sequences. */
+static void run_plain(const tu_nccase_t *c) { run_icase(c, NULL); }
 
 /* ---- Core ---------------------------------------------------------------- */
 
 START_TEST(test_ncl) {
-  icase_t c = icase(NORM_F32, 3, SHAPE(3, 4, 17));
+  tu_nccase_t c = icase(NORM_F32, 3, SHAPE(3, 4, 17));
   run_icase(&c, NULL);
   c.affine = 0;
   run_icase(&c, NULL);
@@ -77,7 +59,7 @@ START_TEST(test_ncl) {
 END_TEST
 
 START_TEST(test_nchw) {
-  icase_t c = icase(NORM_F32, 4, SHAPE(2, 3, 5, 4));
+  tu_nccase_t c = icase(NORM_F32, 4, SHAPE(2, 3, 5, 4));
   run_icase(&c, NULL);
   c = icase(NORM_F32, 5, SHAPE(2, 2, 3, 3, 2));
   c.affine = 0;
@@ -86,7 +68,7 @@ START_TEST(test_nchw) {
 END_TEST
 
 START_TEST(test_f64) {
-  icase_t c = icase(NORM_F64, 4, SHAPE(3, 2, 4, 6));
+  tu_nccase_t c = icase(NORM_F64, 4, SHAPE(3, 2, 4, 6));
   run_icase(&c, NULL);
   c.affine = 0;
   run_icase(&c, NULL);
@@ -94,7 +76,7 @@ START_TEST(test_f64) {
 END_TEST
 
 START_TEST(test_half) {
-  icase_t c = icase(NORM_F16, 3, SHAPE(2, 3, 11));
+  tu_nccase_t c = icase(NORM_F16, 3, SHAPE(2, 3, 11));
   run_icase(&c, NULL);
   c = icase(NORM_BF16, 4, SHAPE(2, 3, 3, 3));
   run_icase(&c, NULL);
@@ -104,7 +86,7 @@ START_TEST(test_half) {
 END_TEST
 
 START_TEST(test_mixed_dtypes) {
-  icase_t c = icase(NORM_F16, 3, SHAPE(2, 3, 8));
+  tu_nccase_t c = icase(NORM_F16, 3, SHAPE(2, 3, 8));
   c.yt = NORM_F64;
   c.wt = NORM_F32;
   run_icase(&c, NULL);
@@ -120,7 +102,7 @@ START_TEST(test_spatial_one) {
   const int64_t *shapes[3] = {SHAPE(3, 4), SHAPE(3, 4, 1), SHAPE(3, 4, 1, 1)};
   int ranks[3] = {2, 3, 4};
   for (int k = 0; k < 3; k++) {
-    icase_t c = icase(NORM_F32, ranks[k], shapes[k]);
+    tu_nccase_t c = icase(NORM_F32, ranks[k], shapes[k]);
     run_icase(&c, NULL);
     norm_tensor_t x = tu_mk(NORM_F32, ranks[k], shapes[k]);
     norm_tensor_t y = tu_mk(NORM_F32, ranks[k], shapes[k]);
@@ -187,18 +169,9 @@ END_TEST
  */
 
 START_TEST(test_large_mean) {
-  icase_t c = icase(NORM_F32, 3, SHAPE(2, 3, 64));
-  c.lo = 1e4 - 0.017;
-  c.hi = 1e4 + 0.017;
-  run_icase(&c, NULL);
-  c.lo = -1e4 - 0.017;
-  c.hi = -1e4 + 0.017;
-  run_icase(&c, NULL);
-  c = icase(NORM_F64, 3, SHAPE(2, 3, 64));
-  c.lo = 1e4 - 0.017;
-  c.hi = 1e4 + 0.017;
-  c.tol64 = 1e-12 * 1e4 / 1e-2;
-  run_icase(&c, NULL);
+  tu_nccase_t c32 = icase(NORM_F32, 3, SHAPE(2, 3, 64));
+  tu_nccase_t c64 = icase(NORM_F64, 3, SHAPE(2, 3, 64));
+  tu_nccase_large_mean(&c32, &c64, run_plain);
 }
 END_TEST
 
@@ -215,7 +188,7 @@ static void make_some_constant(norm_tensor_t *x) {
 START_TEST(test_constant_instances) {
   norm_dtype_t dts[4] = {NORM_F32, NORM_F64, NORM_F16, NORM_BF16};
   for (int d = 0; d < 4; d++) {
-    icase_t c = icase(dts[d], 3, SHAPE(2, 3, 9));
+    tu_nccase_t c = icase(dts[d], 3, SHAPE(2, 3, 9));
     run_icase(&c, make_some_constant);
     c.affine = 0;
     run_icase(&c, make_some_constant);
@@ -240,24 +213,15 @@ END_TEST
 /* A non-finite value poisons its (n, c) instance only. */
 static void poison_case(double bad) {
   const size_t C = 3, S = 5, at = (1 * C + 0) * S + 4; /* instance (1, 0) */
-  norm_tensor_t x = tu_mk(NORM_F32, 3, SHAPE(2, 3, 5));
-  norm_tensor_t y = tu_mk(NORM_F32, 3, SHAPE(2, 3, 5));
-  tu_fill_uniform(&x, 51, -1, 1);
-  norm_tensor_set(&x, at, bad);
-  double gm[6], gv[6], gr[6];
-  norm_stats_t st = {gm, gv, gr, NULL};
-  norm_instance_params_t p = {1e-5};
-  EXPECT_RC(norm_instance(&x, NULL, NULL, &p, &y, &st), NORM_OK);
-  tu_nc_t l = {2, C, S, C, 0};
-  tu_check_poisoned(&l, &x, at, 1e-5, &y, &st);
-  tu_tensor_free(&x);
-  tu_tensor_free(&y);
+  tu_nccase_t c = tu_nccase(NORM_F32, 3, SHAPE(2, 3, 5), -1, 1, 51);
+  c.affine = 0;
+  tu_nccase_poisoned(&instance, &c, at, bad);
 }
 
 /* Instances of 1e6 values, far from 0 and in bfloat16: double
  * accumulation keeps the stats within 1e-10. */
 START_TEST(test_million_value_instances) {
-  icase_t c = icase(NORM_F32, 3, SHAPE(1, 2, 1000000));
+  tu_nccase_t c = icase(NORM_F32, 3, SHAPE(1, 2, 1000000));
   c.lo = 100;
   c.hi = 1000;
   run_icase(&c, NULL);
@@ -269,20 +233,8 @@ END_TEST
 
 /* float32 subnormal inputs with eps = 0: var ~ 1e-78 only exists in double. */
 START_TEST(test_subnormal_inputs) {
-  icase_t c = icase(NORM_F32, 3, SHAPE(2, 3, 40));
-  c.lo = -1e-39;
-  c.hi = 3e-39;
-  c.eps = 0;
-  run_icase(&c, NULL);
-  c.affine = 0;
-  c.yt = NORM_F64;
-  run_icase(&c, NULL);
-  c.xt = NORM_BF16; /* bfloat16 has float32's range */
-  c.yt = NORM_F32;
-  run_icase(&c, NULL);
-  c.xt = NORM_F32;
-  c.eps = 1e-5;
-  run_icase(&c, NULL);
+  tu_nccase_t c = icase(NORM_F32, 3, SHAPE(2, 3, 40));
+  tu_nccase_subnormal(&c, run_plain);
 }
 END_TEST
 
@@ -297,40 +249,11 @@ END_TEST
 
 /* ---- Rows ---------------------------------------------------------------- */
 
-/* One range of rows_case: norm_instance_rows into part's y. */
-typedef struct {
-  tu_ncfix_t *part;
-  const icase_t *c;
-} irows_t;
-
-static int instance_rows(void *ctx, norm_stats_t *st, size_t lo, size_t hi) {
-  irows_t *r = ctx;
-  tu_ncfix_t *f = r->part;
-  norm_instance_params_t p = {r->c->eps};
-  return norm_instance_rows(&f->x, r->c->affine ? &f->w : NULL,
-                            r->c->affine ? &f->b : NULL, &p, &f->y, st, lo, hi);
-}
-
-/* Splits of [0, N * C) give bit-identical y and stats (tu_check_split). */
-static void rows_case(const icase_t *c) {
-  tu_ncfix_t whole, part;
-  ifix_init(&whole, c);
-  ifix_init(&part, c);
-  norm_instance_params_t p = {c->eps};
-  const norm_tensor_t *w = c->affine ? &whole.w : NULL;
-  const norm_tensor_t *b = c->affine ? &whole.b : NULL;
-  norm_stats_t st = {whole.mean, whole.var, whole.rstd, NULL};
-  EXPECT_RC(norm_instance(&whole.x, w, b, &p, &whole.y, &st), NORM_OK);
-
-  size_t ng = whole.ngroups, cuts[4] = {0, 1, ng / 2, ng - 1};
-  irows_t r = {&part, c};
-  tu_check_split(&whole.l, instance_rows, &r, &part.y, &whole.y, &st, cuts, 4);
-  tu_ncfix_free(&whole);
-  tu_ncfix_free(&part);
-}
+/* Splits of [0, N * C) give bit-identical y and stats (tu_nccase_split). */
+static void rows_case(const tu_nccase_t *c) { tu_nccase_split(&instance, c); }
 
 START_TEST(test_rows_split) {
-  icase_t c = icase(NORM_F32, 4, SHAPE(3, 4, 2, 5));
+  tu_nccase_t c = icase(NORM_F32, 4, SHAPE(3, 4, 2, 5));
   rows_case(&c);
   c = icase(NORM_F16, 3, SHAPE(2, 3, 7));
   c.affine = 0;

@@ -109,6 +109,15 @@ static lcase_t base_case(norm_dtype_t dt) {
 static const norm_dtype_t all_dtypes[] = {NORM_F32, NORM_F64, NORM_F16,
                                           NORM_BF16};
 
+/* base_case(dt) on x of `shape`, normalized over its last ndim dims. */
+static void run_shape(norm_dtype_t dt, int rank, const int64_t *shape,
+                      int ndim) {
+  lcase_t c = base_case(dt);
+  c.rank = rank, c.p.normalized_ndim = ndim;
+  memcpy(c.shape, shape, (size_t)rank * sizeof *shape);
+  run_case(&c);
+}
+
 /* ---- Core ----------------------------------------------------------------- */
 
 START_TEST(test_each_dtype) {
@@ -156,12 +165,8 @@ START_TEST(test_normalized_ndim_2) {
   tu_tensor_free(&x);
 
   for (int k = 0; k < 4; k++) {
-    lcase_t c = base_case(all_dtypes[k]);
-    c.rank = 3, c.shape[0] = 3, c.shape[1] = 4, c.shape[2] = 5;
-    c.p.normalized_ndim = 2;
-    run_case(&c);
-    c.p.normalized_ndim = 3;
-    run_case(&c);
+    run_shape(all_dtypes[k], 3, SHAPE(3, 4, 5), 2);
+    run_shape(all_dtypes[k], 3, SHAPE(3, 4, 5), 3);
   }
 }
 END_TEST
@@ -279,18 +284,7 @@ START_TEST(test_in_place) {
 }
 END_TEST
 
-START_TEST(test_rank1_and_rank8) {
-  lcase_t c = base_case(NORM_F32);
-  c.rank = 1, c.shape[0] = 300;
-  run_case(&c);
-  lcase_t d = base_case(NORM_F64);
-  d.rank = 8;
-  for (int i = 0; i < 8; i++) d.shape[i] = 2 + i % 2;
-  for (int nd = 1; nd <= 8; nd++) {
-    d.p.normalized_ndim = nd;
-    run_case(&d);
-  }
-}
+START_TEST(test_rank1_and_rank8) { tu_row_ranks(run_shape); }
 END_TEST
 
 /* ---- Cruel ---------------------------------------------------------------- */
@@ -587,13 +581,7 @@ static void split_case(norm_dtype_t dt, int rank, const int64_t *shape,
   tu_tensor_free(&b);
 }
 
-START_TEST(test_rows_split) {
-  const int64_t s2[] = {7, 300}, s3[] = {3, 4, 5}, s1[] = {41};
-  split_case(all_dtypes[_i], 2, s2, 1);
-  split_case(all_dtypes[_i], 3, s3, 1);
-  split_case(all_dtypes[_i], 3, s3, 2);
-  split_case(all_dtypes[_i], 1, s1, 1);
-}
+START_TEST(test_rows_split) { tu_row_splits(all_dtypes[_i], split_case); }
 END_TEST
 
 /* Many small ranges in reverse order still give the whole result. */
@@ -761,6 +749,8 @@ static void expect_err(fix_t *f, int want) {
   ck_assert(tu_bytes_are(f->mean, 6 * sizeof(double), 0));
 }
 
+static void expect_err_cb(void *f, int want) { expect_err(f, want); }
+
 START_TEST(test_err_valid_fixture) {
   fix_t f;
   fix_init(&f);
@@ -828,17 +818,7 @@ START_TEST(test_err_dim_empty_overflow) {
   f.x.shape[1] = 3;
   f.y.shape[1] = 3;
   /* element count overflows; then byte size overflows */
-  const int64_t big[][3] = {{INT64_MAX, 2, 4},
-                            {(int64_t)1 << 31, (int64_t)1 << 31, 4},
-                            {(int64_t)1 << 30, (int64_t)1 << 30, 4}};
-  for (int k = 0; k < 3; k++) {
-    memcpy(f.x.shape, big[k], sizeof big[k]);
-    memcpy(f.y.shape, big[k], sizeof big[k]);
-    expect_err(&f, NORM_E_OVERFLOW);
-  }
-  const int64_t good[] = {2, 3, 4};
-  memcpy(f.x.shape, good, sizeof good);
-  memcpy(f.y.shape, good, sizeof good);
+  tu_expect_overflow_shapes(&f.x, &f.y, expect_err_cb, &f);
   fix_free(&f);
 }
 END_TEST

@@ -1,7 +1,8 @@
 /* testutil.h -- small helpers shared by the unit tests: guarded buffers that
  * catch writes past an output, tensor builders, a seeded RNG, tolerant
- * comparisons, the row norms' output checks, and for the (N, C, *) norms
- * the naive double reference, a fixture, and split and poison checks.
+ * comparisons, the row norms' output checks and shared shapes, and for the
+ * (N, C, *) norms the naive double reference, a fixture, split and poison
+ * checks, and the cases and case runners their suites share.
  * Header-only (static functions) so each check_*.c stays self-contained. */
 #ifndef TESTS_TESTUTIL_H
 #define TESTS_TESTUTIL_H
@@ -308,6 +309,50 @@ static inline void tu_expect_doubles(const char *what, const double *got,
   }
 }
 
+/* A row norm's case on x of dtype dt and `shape` (rank dims), normalized
+ * over its last ndim dims; each suite builds the rest. */
+typedef void (*tu_row_case_fn)(norm_dtype_t dt, int rank, const int64_t *shape,
+                               int ndim);
+
+/* The extreme ranks: float32 (300) over its one dim, and float64 of rank
+ * 8 (2 x 3 x 2 x 3 x 2 x 3 x 2 x 3) over each ndim from 1 to 8. */
+static inline void tu_row_ranks(tu_row_case_fn run) {
+  run(NORM_F32, 1, SHAPE(300), 1);
+  int64_t s8[8];
+  for (int i = 0; i < 8; i++) s8[i] = 2 + i % 2;
+  for (int nd = 1; nd <= 8; nd++) run(NORM_F64, 8, s8, nd);
+}
+
+/* The shapes the row norms' range splits run on, in dtype dt: (7, 300),
+ * (3, 4, 5) over its last dim and its last two, and (41). */
+static inline void tu_row_splits(norm_dtype_t dt, tu_row_case_fn split) {
+  split(dt, 2, SHAPE(7, 300), 1);
+  split(dt, 3, SHAPE(3, 4, 5), 1);
+  split(dt, 3, SHAPE(3, 4, 5), 2);
+  split(dt, 1, SHAPE(41), 1);
+}
+
+/* A suite's check that its call (on the fixture ctx) fails with `want`. */
+typedef void (*tu_expect_fn)(void *ctx, int want);
+
+/* x and y of a valid (2, 3, 4) call take shapes whose element count, or
+ * byte size, overflows: expect(ctx, NORM_E_OVERFLOW) for each; then they
+ * are (2, 3, 4) again. */
+static inline void tu_expect_overflow_shapes(norm_tensor_t *x, norm_tensor_t *y,
+                                             tu_expect_fn expect, void *ctx) {
+  const int64_t big[][3] = {{INT64_MAX, 2, 4},
+                            {(int64_t)1 << 31, (int64_t)1 << 31, 4},
+                            {(int64_t)1 << 30, (int64_t)1 << 30, 4}};
+  for (int k = 0; k < 3; k++) {
+    memcpy(x->shape, big[k], sizeof big[k]);
+    memcpy(y->shape, big[k], sizeof big[k]);
+    expect(ctx, NORM_E_OVERFLOW);
+  }
+  const int64_t good[] = {2, 3, 4};
+  memcpy(x->shape, good, sizeof good);
+  memcpy(y->shape, good, sizeof good);
+}
+
 /* ---- the (N, C, *) norms' reference ---------------------------------------
  * x is (N, C, S) row-major (S = product of the spatial dims). Channel c of
  * sample n belongs to group n * G + c / (C / G); with `pooled`, to group
@@ -535,6 +580,172 @@ static inline void tu_check_poisoned(const tu_nc_t *l, const norm_tensor_t *x,
                 tu_rel_close(st->var[g], v[g], 1e-10));
   }
   free(xd), free(ref), free(m), free(v), free(r);
+}
+
+/* ---- the (N, C, *) norms' cases -------------------------------------------
+ * What a batch, group or instance norm case names: the dtypes, x's shape,
+ * the statistics groups, affine or not, eps, and x's data. Group and
+ * instance norm use it as it is; batch norm's case starts with one (nc, its
+ * first member, so the sequences below hand it back). */
+typedef struct {
+  norm_dtype_t xt, yt, wt; /* x, y, and per-channel weight and bias */
+  int rank;
+  int64_t shape[5];
+  int64_t groups;     /* per sample (group norm); 0: one per channel */
+  int affine;         /* with weight and bias */
+  double eps, lo, hi; /* x uniform in [lo, hi) from seed */
+  uint64_t seed;
+  double tol64; /* float64 outputs, tu_check_output's tol64 */
+} tu_nccase_t;
+
+/* xt = yt = wt = dt, the given shape, affine, eps 1e-5, tol64 1e-12; x
+ * uniform in [lo, hi) from seed; groups 0. */
+static inline tu_nccase_t tu_nccase(norm_dtype_t dt, int rank,
+                                    const int64_t *shape, double lo, double hi,
+                                    uint64_t seed) {
+  tu_nccase_t c;
+  memset(&c, 0, sizeof c);
+  c.xt = c.yt = c.wt = dt;
+  c.rank = rank;
+  for (int i = 0; i < rank; i++) c.shape[i] = shape[i];
+  c.affine = 1;
+  c.eps = 1e-5;
+  c.lo = lo;
+  c.hi = hi;
+  c.seed = seed;
+  c.tol64 = 1e-12;
+  return c;
+}
+
+/* A group or instance norm for the runners below. `call` runs it on f's x
+ * and y, with f's w and b when c->affine, and stats st: the whole tensor,
+ * or with `rows` norm_*_rows on [lo, hi); it returns the norm's code.
+ * `groups` is its norm_*_groups(x). */
+typedef struct {
+  int (*call)(const tu_nccase_t *c, tu_ncfix_t *f, norm_stats_t *st, int rows,
+              size_t lo, size_t hi);
+  int64_t (*groups)(const tu_nccase_t *c, const norm_tensor_t *x);
+} tu_ncnorm_t;
+
+/* c's fixture, not pooled: x uniform as c says, and when c->affine w in
+ * [-2, 2) and b (tu_ncfix_affine). Free with tu_ncfix_free(). */
+static inline void tu_nccase_fix(tu_ncfix_t *f, const tu_nccase_t *c) {
+  size_t G = c->groups ? (size_t)c->groups : (size_t)c->shape[1];
+  tu_ncfix_init(f, c->xt, c->yt, c->rank, c->shape, G, 0);
+  tu_fill_uniform(&f->x, c->seed, c->lo, c->hi);
+  if (c->affine) tu_ncfix_affine(f, c->wt, c->seed, -2, 2);
+}
+
+/* Runs the norm on c's fixture (x changed by `prep` first, when given):
+ * y and stats against the reference (tu_ncfix_check at 1e-6 and c->tol64),
+ * and its _groups count is the fixture's. */
+static inline void tu_nccase_run(const tu_ncnorm_t *norm, const tu_nccase_t *c,
+                                 void (*prep)(norm_tensor_t *)) {
+  tu_ncfix_t f;
+  tu_nccase_fix(&f, c);
+  if (prep) prep(&f.x);
+  norm_stats_t st = {f.mean, f.var, f.rstd, NULL};
+  EXPECT_RC(norm->call(c, &f, &st, 0, 0, 0), NORM_OK);
+  ck_assert_int_eq(norm->groups(c, &f.x), (int64_t)f.ngroups);
+  tu_ncfix_check(&f, c->eps, NULL, NULL, 1e-6, c->tol64, NULL, NULL);
+  tu_ncfix_free(&f);
+}
+
+/* One range of tu_nccase_split: the norm's _rows into part's y. */
+typedef struct {
+  const tu_ncnorm_t *norm;
+  const tu_nccase_t *c;
+  tu_ncfix_t *part;
+} tu_ncsplit_t;
+
+static inline int tu_ncsplit_rows(void *ctx, norm_stats_t *st, size_t lo,
+                                  size_t hi) {
+  tu_ncsplit_t *r = ctx;
+  return r->norm->call(r->c, r->part, st, 1, lo, hi);
+}
+
+/* Splits of the groups at 0, 1, half and the last give bit-identical y and
+ * stats to the whole call (tu_check_split). */
+static inline void tu_nccase_split(const tu_ncnorm_t *norm,
+                                   const tu_nccase_t *c) {
+  tu_ncfix_t whole, part;
+  tu_nccase_fix(&whole, c);
+  tu_nccase_fix(&part, c);
+  norm_stats_t st = {whole.mean, whole.var, whole.rstd, NULL};
+  EXPECT_RC(norm->call(c, &whole, &st, 0, 0, 0), NORM_OK);
+  size_t ng = whole.ngroups, cuts[4] = {0, 1, ng / 2, ng - 1};
+  tu_ncsplit_t r = {norm, c, &part};
+  tu_check_split(&whole.l, tu_ncsplit_rows, &r, &part.y, &whole.y, &st, cuts,
+                 4);
+  tu_ncfix_free(&whole);
+  tu_ncfix_free(&part);
+}
+
+/* x of c (rank 3, (N, C, S)) with `bad` at element `at`: the norm runs on
+ * it without weight or bias (c->affine 0), and only the poisoned group is
+ * non-finite (tu_check_poisoned). */
+static inline void tu_nccase_poisoned(const tu_ncnorm_t *norm,
+                                      const tu_nccase_t *c, size_t at,
+                                      double bad) {
+  tu_ncfix_t f;
+  memset(&f, 0, sizeof f);
+  f.x = tu_mk(c->xt, c->rank, c->shape);
+  f.y = tu_mk(c->yt, c->rank, c->shape);
+  tu_fill_uniform(&f.x, c->seed, c->lo, c->hi);
+  norm_tensor_set(&f.x, at, bad);
+  tu_nc_t l = {(size_t)c->shape[0], (size_t)c->shape[1], (size_t)c->shape[2],
+               c->groups ? (size_t)c->groups : (size_t)c->shape[1], 0};
+  size_t ng = tu_nc_groups(&l);
+  double *m = malloc(ng * sizeof *m), *v = malloc(ng * sizeof *v),
+         *r = malloc(ng * sizeof *r);
+  ck_assert(m && v && r);
+  norm_stats_t st = {m, v, r, NULL};
+  EXPECT_RC(norm->call(c, &f, &st, 0, 0, 0), NORM_OK);
+  tu_check_poisoned(&l, &f.x, at, c->eps, &f.y, &st);
+  free(m), free(v), free(r);
+  tu_tensor_free(&f.x);
+  tu_tensor_free(&f.y);
+}
+
+/* The cases every (N, C, *) norm's suite runs through its own `run`. */
+typedef void (*tu_nccase_fn)(const tu_nccase_t *c);
+
+/* |mean| 1e4 with std 1e-2 (E[x^2] - E[x]^2 would lose every digit): f32
+ * (a float32 case) around 1e4 and around -1e4, then f64 (a float64 one)
+ * around 1e4, its tol64 scaled by the conditioning mean / std (summation
+ * order). */
+static inline void tu_nccase_large_mean(tu_nccase_t *f32, tu_nccase_t *f64,
+                                        tu_nccase_fn run) {
+  f32->lo = 1e4 - 0.017;
+  f32->hi = 1e4 + 0.017;
+  run(f32);
+  f32->lo = -1e4 - 0.017;
+  f32->hi = -1e4 + 0.017;
+  run(f32);
+  f64->lo = 1e4 - 0.017;
+  f64->hi = 1e4 + 0.017;
+  f64->tol64 = 1e-12 * 1e4 / 1e-2;
+  run(f64);
+}
+
+/* float32 subnormal inputs with eps = 0 (var ~ 1e-78 only exists in
+ * double), on a float32 case c: as c is, then without affine into float64,
+ * then bfloat16 in (it has float32's range) and float32 out, then float32
+ * in with eps 1e-5. */
+static inline void tu_nccase_subnormal(tu_nccase_t *c, tu_nccase_fn run) {
+  c->lo = -1e-39;
+  c->hi = 3e-39;
+  c->eps = 0;
+  run(c);
+  c->affine = 0;
+  c->yt = NORM_F64;
+  run(c);
+  c->xt = NORM_BF16;
+  c->yt = NORM_F32;
+  run(c);
+  c->xt = NORM_F32;
+  c->eps = 1e-5;
+  run(c);
 }
 
 #endif
