@@ -90,3 +90,39 @@ int norm_batch(const norm_tensor_t *x, const norm_tensor_t *weight,
   return norm_batch_rows(x, weight, bias, running_mean, running_var, p, y,
                          stats, 0, (size_t)groups);
 }
+
+/* Train: dx = rstd * (g - mean(g)) - xhat * rstd * mean(g * xhat),
+ * g = w_c * dy, per channel c over the batch; eval: dx = rstd * g (the
+ * running statistics are constants) */
+int norm_batch_backward_rows(const norm_tensor_t *x, const norm_tensor_t *dy,
+                             const norm_tensor_t *weight,
+                             const norm_tensor_t *running_mean,
+                             const norm_tensor_t *running_var,
+                             const norm_batch_params_t *p, norm_tensor_t *dx,
+                             const norm_grads_t *grads,
+                             const norm_stats_t *stats, size_t begin,
+                             size_t end) {
+  int err = batch_check(x, weight, NULL, running_mean, running_var, p, dx);
+  if (err == NORM_OK) err = engine_check_grad(x, dy);
+  if (err != NORM_OK) return err;
+  layout_t l = engine_layout_channels(x);
+  if ((err = engine_check_range(begin, end, l.groups)) != NORM_OK) return err;
+  double count = (double)engine_layout_count(&l);
+  for (size_t c = begin; c < end; c++) {
+    double mean, var;
+    int train = p->mode == NORM_TRAIN;
+    if (train) {
+      double m2;
+      engine_moments(x, &l, c, &mean, &m2);
+      var = m2 / count;
+    } else {
+      mean = norm_tensor_get(running_mean, c);
+      var = norm_tensor_get(running_var, c);
+    }
+    double rstd = engine_rstd(var, p->eps), s = engine_scale(var, p->eps, rstd);
+    engine_backward(x, dy, weight, dx, &l, c, mean, s, train,
+                    train ? s / count : 0.0, grads);
+    engine_stats_put(stats, c, mean, var, rstd);
+  }
+  return NORM_OK;
+}

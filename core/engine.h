@@ -102,6 +102,29 @@ void engine_standardize(const norm_tensor_t *x, norm_tensor_t *y,
                         const norm_tensor_t *weight, const norm_tensor_t *bias,
                         const norm_stats_t *stats);
 
+/* The backward of y = (x - shift) * s * w + b over group g (backward.c):
+ * with g = w * dy and xhat = (x - shift) * s,
+ *   dx = s * (g - mean(g)) - xhat * coef * sum(g * xhat)
+ * (without `center`, no mean(g) term: shift was a constant), rounded once
+ * into dx's dtype; grads (NULL, or either array NULL) get sum(dy * xhat)
+ * and sum(dy) per weight entry added. dx may alias dy. */
+void engine_backward(const norm_tensor_t *x, const norm_tensor_t *dy,
+                     const norm_tensor_t *weight, norm_tensor_t *dx,
+                     const layout_t *l, size_t g, double shift, double s,
+                     int center, double coef, const norm_grads_t *grads);
+
+/* engine_standardize's backward, for layer, group and instance norm: per
+ * group the moments again, then engine_backward with shift = mean and
+ * coef = s / D (inside the square root) or 1 / (D std) (outside; 0 where
+ * std = 0), D = count - ddof; the stats as the forward writes them. */
+void engine_standardize_backward(const norm_tensor_t *x, const norm_tensor_t *dy,
+                                 const norm_tensor_t *weight, norm_tensor_t *dx,
+                                 const layout_t *l, size_t begin, size_t end,
+                                 double eps, int ddof,
+                                 norm_eps_placement_t placement,
+                                 const norm_grads_t *grads,
+                                 const norm_stats_t *stats);
+
 /* 1 / sqrt(var + eps). */
 double engine_rstd(double var, double eps);
 /* The factor applied to (x - mean): rstd, except that a constant group
@@ -130,6 +153,8 @@ int engine_check_channel_affine(const norm_tensor_t *x,
                                 const norm_tensor_t *weight,
                                 const norm_tensor_t *bias);
 int engine_check_range(size_t begin, size_t end, size_t groups);
+/* dy (grad_output) valid and of x's shape: NORM_E_GRAD_OUTPUT otherwise. */
+int engine_check_grad(const norm_tensor_t *x, const norm_tensor_t *dy);
 void engine_stats_put(const norm_stats_t *s, size_t g, double mean, double var,
                       double rstd);
 

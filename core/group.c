@@ -49,3 +49,21 @@ int norm_group(const norm_tensor_t *x, const norm_tensor_t *weight,
   if (groups < 0) return (int)groups;
   return norm_group_rows(x, weight, bias, p, y, stats, 0, (size_t)groups);
 }
+
+/* dx = rstd * (g - mean(g)) - xhat * rstd * mean(g * xhat), g = w_c * dy,
+ * per (sample, group) */
+int norm_group_backward_rows(const norm_tensor_t *x, const norm_tensor_t *dy,
+                             const norm_tensor_t *weight,
+                             const norm_group_params_t *p, norm_tensor_t *dx,
+                             const norm_grads_t *grads,
+                             const norm_stats_t *stats, size_t begin,
+                             size_t end) {
+  int err = group_check(x, weight, NULL, p, dx);
+  if (err == NORM_OK) err = engine_check_grad(x, dy);
+  if (err != NORM_OK) return err;
+  layout_t l = engine_layout_groups(x, (size_t)p->num_groups);
+  if ((err = engine_check_range(begin, end, l.groups)) != NORM_OK) return err;
+  engine_standardize_backward(x, dy, weight, dx, &l, begin, end, p->eps, 0,
+                              NORM_EPS_INSIDE_SQRT, grads, stats);
+  return NORM_OK;
+}

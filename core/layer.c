@@ -78,3 +78,23 @@ int norm_layer(const norm_tensor_t *x, const norm_tensor_t *weight,
   if (groups < 0) return (int)groups;
   return norm_layer_rows(x, weight, bias, p, y, stats, 0, (size_t)groups);
 }
+
+/* dx = rstd * (g - mean(g)) - xhat * rstd * sum(g * xhat) / D, g = w * dy,
+ * per row (D = count, or count - 1 unbiased; outside_sqrt: the last factor
+ * is sum(g * xhat) / (D * std)) */
+int norm_layer_backward_rows(const norm_tensor_t *x, const norm_tensor_t *dy,
+                             const norm_tensor_t *weight,
+                             const norm_layer_params_t *p, norm_tensor_t *dx,
+                             const norm_grads_t *grads,
+                             const norm_stats_t *stats, size_t begin,
+                             size_t end) {
+  int err = layer_check(x, weight, NULL, p, dx);
+  if (err == NORM_OK) err = engine_check_grad(x, dy);
+  if (err != NORM_OK) return err;
+  layout_t l = engine_layout_rows(x, p->normalized_ndim);
+  if ((err = engine_check_range(begin, end, l.groups)) != NORM_OK) return err;
+  engine_standardize_backward(x, dy, weight, dx, &l, begin, end, p->eps,
+                              p->variance == NORM_VAR_UNBIASED,
+                              p->eps_placement, grads, stats);
+  return NORM_OK;
+}

@@ -43,7 +43,9 @@ extern "C" {
   X(E_CHANNELS, -17, "needs_channels",                                         \
     "input must have shape (N, C, *) with rank >= 2")                          \
   X(E_RANGE, -18, "bad_range", "group range [begin, end) is out of bounds")    \
-  X(E_ARG, -19, "bad_argument", "invalid enum or parameter value")
+  X(E_ARG, -19, "bad_argument", "invalid enum or parameter value")             \
+  X(E_GRAD_OUTPUT, -20, "grad_output_shape",                                   \
+    "grad_output must have the input's shape")
 
 typedef enum {
 #define NORM_ENUM_(name, code, short_name, msg) NORM_##name = code,
@@ -280,6 +282,65 @@ int64_t norm_moments_groups(const norm_tensor_t *x,
 /* Chan et al.'s pairwise merge: *acc becomes the moments of the union of
  * acc's and part's samples. An empty side (count 0) leaves the other. */
 void norm_moments_merge(norm_moments_t *acc, const norm_moments_t *part);
+
+/* ---- backward passes ------------------------------------------------------
+ * The gradients of each normalization above: exactly torch.autograd of the
+ * forward as this library computes it, in double. Given x and grad_output
+ * dy (x's shape, any dtype; NORM_E_GRAD_OUTPUT otherwise), with
+ * g = w * dy (w = 1 without a weight) and xhat = (x - mean) * rstd per group:
+ *   dx = rstd * (g - mean(g)) - xhat * c,  c = rstd * sum(g * xhat) / D
+ * with D = count (biased variance) or count - 1 (unbiased); eps outside the
+ * square root: c = sum(g * xhat) / (D * std), and 0 for a constant group
+ * (std = 0: its gradient is taken as 0, as torch's std does). RMS norm has
+ * no mean: xhat = x * rstd, dx = rstd * g - xhat * rstd * mean(g * xhat).
+ * Batch norm in eval mode (and the server's mode "given") normalizes with
+ * constants: dx = rstd * g. A group with eps = 0 and no spread, which the
+ * forward maps to its bias, gets dx = 0.
+ * dx has x's shape, any dtype, and may alias dy when the dtypes match.
+ * grads->weight and grads->bias (either may be NULL, as grads may) receive
+ * sum(dy * xhat) and sum(dy) per weight entry, ADDED into double arrays of
+ * the weight's element count (the normalized shape's for layer and RMS
+ * norm, C for the others): zero them first; ranges of groups may use
+ * arrays of their own, summed after. RMS norm has no bias (grads->bias must
+ * be NULL). Stats are written as the forward writes them. Running
+ * statistics are read in eval mode, never updated. Groups and ranges as
+ * the forward's (norm_*_groups). */
+typedef struct {
+  double *weight; /* d loss / d weight, accumulated; NULL: not wanted */
+  double *bias;   /* d loss / d bias, accumulated; NULL: not wanted */
+} norm_grads_t;
+
+int norm_layer_backward_rows(const norm_tensor_t *x, const norm_tensor_t *dy,
+                             const norm_tensor_t *weight,
+                             const norm_layer_params_t *p, norm_tensor_t *dx,
+                             const norm_grads_t *grads,
+                             const norm_stats_t *stats, size_t begin,
+                             size_t end);
+int norm_rms_backward_rows(const norm_tensor_t *x, const norm_tensor_t *dy,
+                           const norm_tensor_t *weight,
+                           const norm_rms_params_t *p, norm_tensor_t *dx,
+                           const norm_grads_t *grads, const norm_stats_t *stats,
+                           size_t begin, size_t end);
+int norm_batch_backward_rows(const norm_tensor_t *x, const norm_tensor_t *dy,
+                             const norm_tensor_t *weight,
+                             const norm_tensor_t *running_mean,
+                             const norm_tensor_t *running_var,
+                             const norm_batch_params_t *p, norm_tensor_t *dx,
+                             const norm_grads_t *grads,
+                             const norm_stats_t *stats, size_t begin,
+                             size_t end);
+int norm_group_backward_rows(const norm_tensor_t *x, const norm_tensor_t *dy,
+                             const norm_tensor_t *weight,
+                             const norm_group_params_t *p, norm_tensor_t *dx,
+                             const norm_grads_t *grads,
+                             const norm_stats_t *stats, size_t begin,
+                             size_t end);
+int norm_instance_backward_rows(const norm_tensor_t *x, const norm_tensor_t *dy,
+                                const norm_tensor_t *weight,
+                                const norm_instance_params_t *p,
+                                norm_tensor_t *dx, const norm_grads_t *grads,
+                                const norm_stats_t *stats, size_t begin,
+                                size_t end);
 
 /* ---- implementation ------------------------------------------------------ */
 

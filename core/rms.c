@@ -50,3 +50,27 @@ int norm_rms(const norm_tensor_t *x, const norm_tensor_t *weight,
   if (groups < 0) return (int)groups;
   return norm_rms_rows(x, weight, p, y, stats, 0, (size_t)groups);
 }
+
+/* dx = rstd * g - xhat * rstd * mean(g * xhat), xhat = x * rstd, g = w * dy,
+ * per row */
+int norm_rms_backward_rows(const norm_tensor_t *x, const norm_tensor_t *dy,
+                           const norm_tensor_t *weight,
+                           const norm_rms_params_t *p, norm_tensor_t *dx,
+                           const norm_grads_t *grads, const norm_stats_t *stats,
+                           size_t begin, size_t end) {
+  int err = rms_check(x, weight, p, dx);
+  if (err == NORM_OK) err = engine_check_grad(x, dy);
+  if (err == NORM_OK && grads && grads->bias) err = NORM_E_ARG; /* no bias */
+  if (err != NORM_OK) return err;
+  layout_t l = engine_layout_rows(x, p->normalized_ndim);
+  if ((err = engine_check_range(begin, end, l.groups)) != NORM_OK) return err;
+  double count = (double)engine_layout_count(&l);
+  for (size_t g = begin; g < end; g++) {
+    double ms = engine_sumsq(x, &l, g) / count;
+    double rstd = engine_rstd(ms, p->eps), s = engine_scale(ms, p->eps, rstd);
+    engine_backward(x, dy, weight, dx, &l, g, 0.0, s, 0, s / count, grads);
+    if (stats && stats->rms) stats->rms[g] = sqrt(ms);
+    if (stats && stats->rstd) stats->rstd[g] = rstd;
+  }
+  return NORM_OK;
+}
