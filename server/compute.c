@@ -56,10 +56,13 @@ static void split_pool_start(void) {
 
 typedef struct kernel kernel_t;
 
-/* One kernel call over a range of groups: a norm's (kernel) or, with m
- * set, norm_moments. */
+typedef struct backward backward_t;
+
+/* One kernel call over a range of groups: a norm's (kernel), a backward's
+ * (backward) or, with m set, norm_moments. */
 typedef struct {
   const kernel_t *kernel;
+  const backward_t *backward;
   const request_t *req;
   const norm_tensor_t *x, *w, *b;
   norm_tensor_t *rm, *rv, *y; /* batch norm: running stats (the result's) */
@@ -67,6 +70,14 @@ typedef struct {
   const norm_stats_t *st;
   const norm_moments_params_t *mp; /* moments: layout and output */
   norm_moments_t *m;
+  /* Backward: grad_output, and the weight and bias gradients (double
+   * sums of nw / nb entries, NULL when not wanted). Ranges run on the pool
+   * (split) sum into arrays of their own and add them under lock. */
+  const norm_tensor_t *dy;
+  double *gw, *gb;
+  size_t nw, nb;
+  int split;
+  pthread_mutex_t *lock;
 } split_t;
 
 /* A norm's part of run_norm: its group count, its kernel over a range of
@@ -85,15 +96,45 @@ struct kernel {
   int rms; /* statistics are rms and rstd (no mean and var) */
 };
 
+/* A backward's part of run_backward: its kernel over a range of groups
+ * (the forward's kernel_t gives the groups and the stats' layout). */
+struct backward {
+  const kernel_t *forward;
+  int (*rows)(const split_t *s, const norm_grads_t *grads, size_t begin,
+              size_t end);
+};
+
+/* Out of memory in a range of a split backward (no core error means it). */
+enum { SPLIT_E_NOMEM = -1000 };
+
+static int backward_range(const split_t *s, size_t begin, size_t end) {
+  if (!s->split || (s->gw == NULL && s->gb == NULL)) {
+    norm_grads_t grads = {s->gw, s->gb};
+    return s->backward->rows(s, &grads, begin, end);
+  }
+  double *mine = calloc(s->nw + s->nb ? s->nw + s->nb : 1, sizeof *mine);
+  if (mine == NULL) return SPLIT_E_NOMEM;
+  norm_grads_t grads = {s->gw ? mine : NULL, s->gb ? mine + s->nw : NULL};
+  int err = s->backward->rows(s, &grads, begin, end);
+  pthread_mutex_lock(s->lock);
+  for (size_t i = 0; s->gw && i < s->nw; i++) s->gw[i] += mine[i];
+  for (size_t i = 0; s->gb && i < s->nb; i++) s->gb[i] += mine[s->nw + i];
+  pthread_mutex_unlock(s->lock);
+  free(mine);
+  return err;
+}
+
 static int split_range(void *arg, size_t begin, size_t end) {
   split_t *s = arg;
   if (s->m != NULL) return norm_moments_rows(s->x, s->mp, s->m, begin, end);
+  if (s->backward != NULL) return backward_range(s, begin, end);
   return s->kernel->rows(s, begin, end);
 }
 
 /* Runs s over groups [0, groups) of an input of `bytes` bytes. */
 static int split_run(split_t *s, size_t groups, size_t bytes) {
   if (bytes < SPLIT_BYTES || groups < 2) return split_range(s, 0, groups);
+  s->split = 1;
   pthread_once(&split_once, split_pool_start);
   size_t parts = 2 * (size_t)cpool_threads(split_pool); /* evens out stragglers */
   return cpool_run(split_pool, groups, parts, split_range, s);
@@ -148,18 +189,20 @@ static const char *field_of(int err, const request_t *req) {
   case NORM_E_GROUPS: return "num_groups";
   case NORM_E_EPS: return "eps";
   case NORM_E_MOMENTUM: return "momentum";
+  case NORM_E_GRAD_OUTPUT: return "grad_output";
   default: return "input";
   }
 }
 
-/* The output's memory: the input's own (y aliasing x, which core/ allows
- * when the dtypes match) when the input may be written and nothing reads
- * it after the kernels (the steps and histograms do). A request then needs
+/* The output's memory: that of `in` -- the input, or a backward's
+ * grad_output -- (y aliasing x, or dx aliasing dy, which core/ allows when
+ * the dtypes match) when it may be written and nothing reads it after the
+ * kernels (the steps and histograms do). A request then needs
  * one tensor's memory instead of two, and the kernels write the lines they
  * have just read. bench/http_bench.sh, 512x2048 framed: 16 concurrent
  * requests peaked at 72 MiB instead of 96. */
-static int output_memory(const request_t *req, result_t *res, size_t numel) {
-  const req_tensor_t *in = &req->input;
+static int output_memory(const request_t *req, result_t *res, size_t numel,
+                         const req_tensor_t *in) {
   int writable = !in->borrowed || req->body_mem != NULL;
   if (writable && req->output_dtype == in->t.dtype &&
       !(req->ret & (RET_STEPS | RET_HISTOGRAMS))) {
@@ -188,7 +231,7 @@ static int run_norm(const request_t *req, result_t *res, problem_t *prob,
 
   res->output = *x;
   res->output.dtype = req->output_dtype;
-  if (output_memory(req, res, numel) != 0)
+  if (output_memory(req, res, numel, &req->input) != 0)
     return problem_set(prob, PROBLEM_OUT_OF_MEMORY, NULL, "out of memory");
   if (k->rms) {
     res->rms = alloc_doubles(res->ngroups, prob);
@@ -243,9 +286,9 @@ static void layer_layout(const request_t *req, const norm_tensor_t *x,
                          result_t *res, norm_moments_params_t *out) {
   rows_layout(req->layer.normalized_ndim, x, res, out);
 }
+static const kernel_t layer_kernel = {layer_groups, layer_rows, layer_layout, 0, 0};
 static int compute_layer(const request_t *req, result_t *res, problem_t *prob) {
-  static const kernel_t k = {layer_groups, layer_rows, layer_layout, 0, 0};
-  return run_norm(req, res, prob, &k, (split_t){0});
+  return run_norm(req, res, prob, &layer_kernel, (split_t){0});
 }
 
 static int64_t rms_groups(const request_t *req, const norm_tensor_t *x) {
@@ -258,9 +301,9 @@ static void rms_layout(const request_t *req, const norm_tensor_t *x,
                        result_t *res, norm_moments_params_t *out) {
   rows_layout(req->rms.normalized_ndim, x, res, out);
 }
+static const kernel_t rms_kernel = {rms_groups, rms_rows, rms_layout, 0, 1};
 static int compute_rms(const request_t *req, result_t *res, problem_t *prob) {
-  static const kernel_t k = {rms_groups, rms_rows, rms_layout, 0, 1};
-  return run_norm(req, res, prob, &k, (split_t){0});
+  return run_norm(req, res, prob, &rms_kernel, (split_t){0});
 }
 
 /* Batch norm: per channel. */
@@ -294,13 +337,21 @@ static int copy_tensor(norm_tensor_t *dst, const req_tensor_t *src) {
 /* The running statistics are the kernel's to read (eval) or update
  * (train), so it works on the result's copies: in train mode they are the
  * answer, with this batch counted (as torch's buffer counts it). */
-static int compute_batch(const request_t *req, result_t *res, problem_t *prob) {
-  static const kernel_t k = {batch_groups, batch_rows, channel_layout, 0, 0};
+/* This batch's parameters: in train mode it counts (as torch's buffer). */
+static norm_batch_params_t batch_params(const request_t *req) {
   norm_batch_params_t p = req->batch;
   if (p.mode == NORM_TRAIN) {
     p.num_batches_tracked += 1;
     p.cumulative = req->batch_momentum_null;
   }
+  return p;
+}
+
+static const kernel_t batch_kernel = {batch_groups, batch_rows, channel_layout,
+                                      0, 0};
+
+static int compute_batch(const request_t *req, result_t *res, problem_t *prob) {
+  norm_batch_params_t p = batch_params(req);
   if ((req->running_mean.present &&
        copy_tensor(&res->running_mean, &req->running_mean) != 0) ||
       (req->running_var.present &&
@@ -311,7 +362,7 @@ static int compute_batch(const request_t *req, result_t *res, problem_t *prob) {
   split_t split = {.batch = &p,
                    .rm = req->running_mean.present ? &res->running_mean : NULL,
                    .rv = req->running_var.present ? &res->running_var : NULL};
-  return run_norm(req, res, prob, &k, split);
+  return run_norm(req, res, prob, &batch_kernel, split);
 }
 
 /* Group and instance norm: per (n, group) and per (n, c), each group a
@@ -330,9 +381,9 @@ static void group_layout(const request_t *req, const norm_tensor_t *x,
   res->stats_shape[0] = x->shape[0];
   res->stats_shape[1] = req->group.num_groups;
 }
+static const kernel_t group_kernel = {group_groups, group_rows, group_layout, 1, 0};
 static int compute_group(const request_t *req, result_t *res, problem_t *prob) {
-  static const kernel_t k = {group_groups, group_rows, group_layout, 1, 0};
-  return run_norm(req, res, prob, &k, (split_t){0});
+  return run_norm(req, res, prob, &group_kernel, (split_t){0});
 }
 
 static int64_t instance_groups(const request_t *req, const norm_tensor_t *x) {
@@ -349,11 +400,160 @@ static void instance_layout(const request_t *req, const norm_tensor_t *x,
   (void)out;
   stats_shape_prefix(res, x, 2);
 }
+static const kernel_t instance_kernel = {instance_groups, instance_rows,
+                                         instance_layout, 1, 0};
 static int compute_instance(const request_t *req, result_t *res,
                             problem_t *prob) {
-  static const kernel_t k = {instance_groups, instance_rows, instance_layout, 1,
-                             0};
-  return run_norm(req, res, prob, &k, (split_t){0});
+  return run_norm(req, res, prob, &instance_kernel, (split_t){0});
+}
+
+/* ---- the backward passes ------------------------------------------------- */
+
+/* A gradient of `like`'s shape and dtype from its double sums, or an empty
+ * tensor when not wanted. 0, or -1 out of memory. */
+static int grad_tensor(norm_tensor_t *out, const norm_tensor_t *like,
+                       const double *sums, size_t n) {
+  if (sums == NULL) return 0;
+  *out = *like;
+  out->data = malloc(n * norm_dtype_size(like->dtype));
+  if (out->data == NULL) return -1;
+  for (size_t i = 0; i < n; i++) norm_tensor_set(out, i, sums[i]);
+  return 0;
+}
+
+/* The path every backward takes: grad_input into the result's output (over
+ * grad_output's memory when it may), the weight and bias gradients summed
+ * in double and answered in their tensors' dtypes, the forward's stats. */
+static int run_backward(const request_t *req, result_t *res, problem_t *prob,
+                        const backward_t *k, split_t split) {
+  const norm_tensor_t *x = &req->input.t;
+  size_t numel, nw = 0, nb = 0;
+  int err = norm_tensor_check(x, &numel, NULL);
+  if (err != NORM_OK) return problem_from_norm(prob, err, "input");
+  int64_t groups = k->forward->groups(req, x);
+  if (groups < 0)
+    return problem_from_norm(prob, (int)groups, field_of((int)groups, req));
+  res->ngroups = (size_t)groups;
+  err = norm_tensor_check(&req->grad_output.t, NULL, NULL);
+  if (err == NORM_OK && (req->grad_output.t.rank != x->rank ||
+                         memcmp(req->grad_output.t.shape, x->shape,
+                                (size_t)x->rank * sizeof x->shape[0]) != 0))
+    err = NORM_E_GRAD_OUTPUT;
+  if (err != NORM_OK) return problem_from_norm(prob, err, "grad_output");
+  const norm_tensor_t *w = req->weight.present ? &req->weight.t : NULL;
+  const norm_tensor_t *b = req->bias.present ? &req->bias.t : NULL;
+  if (w && norm_tensor_check(w, &nw, NULL) != NORM_OK)
+    return problem_from_norm(prob, NORM_E_WEIGHT, "weight");
+  if (b && norm_tensor_check(b, &nb, NULL) != NORM_OK)
+    return problem_from_norm(prob, NORM_E_BIAS, "bias");
+
+  res->output = *x;
+  res->output.dtype = req->output_dtype;
+  if (output_memory(req, res, numel, &req->grad_output) != 0)
+    return problem_set(prob, PROBLEM_OUT_OF_MEMORY, NULL, "out of memory");
+  if (k->forward->rms) {
+    res->rms = alloc_doubles(res->ngroups, prob);
+  } else {
+    res->mean = alloc_doubles(res->ngroups, prob);
+    res->var = alloc_doubles(res->ngroups, prob);
+  }
+  res->rstd = alloc_doubles(res->ngroups, prob);
+  double *gw = w ? alloc_doubles(nw, prob) : NULL;
+  double *gb = b ? alloc_doubles(nb, prob) : NULL;
+  if (prob->status) {
+    free(gw);
+    free(gb);
+    return -1;
+  }
+  norm_stats_t st = {res->mean, res->var, res->rstd, res->rms};
+  pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+  split.backward = k;
+  split.req = req;
+  split.x = x;
+  split.w = w;
+  split.b = b;
+  split.dy = &req->grad_output.t;
+  split.y = &res->output;
+  split.st = &st;
+  split.gw = gw;
+  split.gb = gb;
+  split.nw = nw;
+  split.nb = nb;
+  split.lock = &lock;
+  err = split_run(&split, res->ngroups, tensor_bytes(x));
+  norm_moments_params_t unused;
+  k->forward->layout(req, x, res, &unused);
+  if (err == NORM_OK &&
+      ((w && grad_tensor(&res->grad_weight, w, gw, nw) != 0) ||
+       (b && grad_tensor(&res->grad_bias, b, gb, nb) != 0)))
+    err = SPLIT_E_NOMEM;
+  free(gw);
+  free(gb);
+  if (err == SPLIT_E_NOMEM)
+    return problem_set(prob, PROBLEM_OUT_OF_MEMORY, NULL, "out of memory");
+  if (err != NORM_OK) return problem_from_norm(prob, err, field_of(err, req));
+  metrics_add_elements(op_info(req->op)->metric, numel);
+  return explain_run(req, res, prob);
+}
+
+static int layer_backward_rows(const split_t *s, const norm_grads_t *grads,
+                               size_t begin, size_t end) {
+  return norm_layer_backward_rows(s->x, s->dy, s->w, &s->req->layer, s->y,
+                                  grads, s->st, begin, end);
+}
+static int compute_layer_backward(const request_t *req, result_t *res,
+                                  problem_t *prob) {
+  static const backward_t k = {&layer_kernel, layer_backward_rows};
+  return run_backward(req, res, prob, &k, (split_t){0});
+}
+
+static int rms_backward_rows(const split_t *s, const norm_grads_t *grads,
+                             size_t begin, size_t end) {
+  return norm_rms_backward_rows(s->x, s->dy, s->w, &s->req->rms, s->y, grads,
+                                s->st, begin, end);
+}
+static int compute_rms_backward(const request_t *req, result_t *res,
+                                problem_t *prob) {
+  static const backward_t k = {&rms_kernel, rms_backward_rows};
+  return run_backward(req, res, prob, &k, (split_t){0});
+}
+
+/* The running statistics are constants of eval mode, read, never updated. */
+static int batch_backward_rows(const split_t *s, const norm_grads_t *grads,
+                               size_t begin, size_t end) {
+  const request_t *r = s->req;
+  return norm_batch_backward_rows(
+      s->x, s->dy, s->w, r->running_mean.present ? &r->running_mean.t : NULL,
+      r->running_var.present ? &r->running_var.t : NULL, s->batch, s->y, grads,
+      s->st, begin, end);
+}
+static int compute_batch_backward(const request_t *req, result_t *res,
+                                  problem_t *prob) {
+  static const backward_t k = {&batch_kernel, batch_backward_rows};
+  norm_batch_params_t p = batch_params(req);
+  return run_backward(req, res, prob, &k, (split_t){.batch = &p});
+}
+
+static int group_backward_rows(const split_t *s, const norm_grads_t *grads,
+                               size_t begin, size_t end) {
+  return norm_group_backward_rows(s->x, s->dy, s->w, &s->req->group, s->y,
+                                  grads, s->st, begin, end);
+}
+static int compute_group_backward(const request_t *req, result_t *res,
+                                  problem_t *prob) {
+  static const backward_t k = {&group_kernel, group_backward_rows};
+  return run_backward(req, res, prob, &k, (split_t){0});
+}
+
+static int instance_backward_rows(const split_t *s, const norm_grads_t *grads,
+                                  size_t begin, size_t end) {
+  return norm_instance_backward_rows(s->x, s->dy, s->w, &s->req->instance, s->y,
+                                     grads, s->st, begin, end);
+}
+static int compute_instance_backward(const request_t *req, result_t *res,
+                                     problem_t *prob) {
+  static const backward_t k = {&instance_kernel, instance_backward_rows};
+  return run_backward(req, res, prob, &k, (split_t){0});
 }
 
 /* ---- moments ------------------------------------------------------------- */
@@ -400,7 +600,7 @@ static int compute_merge(const request_t *req, result_t *res, problem_t *prob) {
 
 typedef int (*compute_fn)(const request_t *req, result_t *res, problem_t *prob);
 static const compute_fn computes[OP_COUNT] = {
-#define OP_COMPUTE_(id, name, route, model, kind, takes, answers, metric,      \
+#define OP_COMPUTE_(id, name, route, model, kind, norm, takes, answers, metric,      \
                     fields, check, compute)                                    \
   [OP_##id] = compute,
     OPS_MAP(OP_COMPUTE_)

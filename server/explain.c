@@ -27,16 +27,17 @@ typedef struct {
 static index_map_t index_map(const request_t *req) {
   const norm_tensor_t *x = &req->input.t;
   index_map_t m = {.row = 1, .spatial = 1, .channels = 1, .per_group = 1};
-  int ndim = req->op == OP_LAYER ? req->layer.normalized_ndim
-             : req->op == OP_RMS ? req->rms.normalized_ndim
-                                 : 0;
+  op_t norm = op_info(req->op)->norm;
+  int ndim = norm == OP_LAYER ? req->layer.normalized_ndim
+             : norm == OP_RMS ? req->rms.normalized_ndim
+                              : 0;
   for (int i = x->rank - ndim; i < x->rank && ndim > 0; i++)
     m.row *= (size_t)x->shape[i];
   if (x->rank >= 2) {
     m.channels = (size_t)x->shape[1];
     for (int i = 2; i < x->rank; i++) m.spatial *= (size_t)x->shape[i];
   }
-  if (req->op == OP_GROUP) {
+  if (norm == OP_GROUP) {
     m.groups = req->group.num_groups;
     m.per_group = m.channels / (size_t)m.groups;
   }
@@ -45,7 +46,7 @@ static index_map_t index_map(const request_t *req) {
 
 static size_t group_of(const request_t *req, const index_map_t *m, size_t i) {
   size_t c = (i / m->spatial) % m->channels, n = i / (m->spatial * m->channels);
-  switch (req->op) {
+  switch (op_info(req->op)->norm) {
   case OP_BATCH: return c;
   case OP_GROUP: return n * (size_t)m->groups + c / m->per_group;
   case OP_INSTANCE: return i / m->spatial;
@@ -54,8 +55,20 @@ static size_t group_of(const request_t *req, const index_map_t *m, size_t i) {
 }
 
 static size_t affine_of(const request_t *req, const index_map_t *m, size_t i) {
-  if (req->op == OP_LAYER || req->op == OP_RMS) return i % m->row;
+  op_t norm = op_info(req->op)->norm;
+  if (norm == OP_LAYER || norm == OP_RMS) return i % m->row;
   return (i / m->spatial) % m->channels;
+}
+
+/* The eps of the request's normalization. */
+static double eps_of(const request_t *req) {
+  switch (op_info(req->op)->norm) {
+  case OP_LAYER: return req->layer.eps;
+  case OP_RMS: return req->rms.eps;
+  case OP_BATCH: return req->batch.eps;
+  case OP_GROUP: return req->group.eps;
+  default: return req->instance.eps;
+  }
 }
 
 /* A new step of the input's shape (full = 1) or the stats' shape. */
@@ -88,13 +101,9 @@ static int steps_run(const request_t *req, result_t *res, problem_t *prob) {
   size_t numel = 0, g_n = res->ngroups;
   norm_tensor_check(x, &numel, NULL);
   index_map_t m = index_map(req);
-  double eps = req->op == OP_LAYER ? req->layer.eps
-               : req->op == OP_RMS ? req->rms.eps
-               : req->op == OP_BATCH ? req->batch.eps
-               : req->op == OP_GROUP ? req->group.eps
-                                     : req->instance.eps;
+  double eps = eps_of(req);
   double *center = NULL, *spread = NULL; /* per group: subtracted, divided by */
-  if (req->op == OP_RMS) {
+  if (op_info(req->op)->norm == OP_RMS) {
     double *ms = add_step(res, "mean_square", 0, x, numel, prob);
     double *rms = ms ? add_step(res, "rms", 0, x, numel, prob) : NULL;
     if (rms == NULL) return -1;
@@ -135,6 +144,58 @@ static int steps_run(const request_t *req, result_t *res, problem_t *prob) {
   if (output == NULL) return -1;
   for (size_t i = 0; i < numel; i++) output[i] = norm_tensor_get(&res->output, i);
   (void)b; /* output already holds + b */
+  return 0;
+}
+
+/* ---- the backward's steps ----
+ * g = w * dy, xhat = (x - mean) * rstd (x * rstd for RMS norm), per group
+ * mean_g and mean_g_xhat, then the kernel's grad_input:
+ *   rstd * (g - mean_g - xhat * mean_g_xhat) for biased variance inside
+ *   the root (unbiased: the last term times count / (count - 1); outside:
+ *   rstd * (g - mean_g) - xhat * mean_g_xhat * count / (D * std)); RMS norm
+ *   has no mean_g; batch norm in eval mode only g (grad_input = rstd * g). */
+static int backward_steps(const request_t *req, result_t *res, problem_t *prob) {
+  const norm_tensor_t *x = &req->input.t, *dy = &req->grad_output.t;
+  const norm_tensor_t *w = req->weight.present ? &req->weight.t : NULL;
+  size_t numel = 0, g_n = res->ngroups;
+  norm_tensor_check(x, &numel, NULL);
+  index_map_t m = index_map(req);
+  op_t norm = op_info(req->op)->norm;
+  int centered = norm != OP_RMS;
+  int constant = norm == OP_BATCH && req->batch.mode == NORM_EVAL;
+  double *g = add_step(res, "g", 1, x, numel, prob);
+  if (g == NULL) return -1;
+  for (size_t i = 0; i < numel; i++)
+    g[i] = (w ? norm_tensor_get(w, affine_of(req, &m, i)) : 1.0) *
+           norm_tensor_get(dy, i);
+  if (!constant) {
+    double *xhat = add_step(res, "xhat", 1, x, numel, prob);
+    double *mean_g = xhat && centered ? add_step(res, "mean_g", 0, x, numel, prob)
+                                      : NULL;
+    double *mean_gx = xhat && (mean_g || !centered)
+                          ? add_step(res, "mean_g_xhat", 0, x, numel, prob)
+                          : NULL;
+    if (mean_gx == NULL) return -1;
+    for (size_t k = 0; k < g_n; k++) {
+      mean_gx[k] = 0.0;
+      if (mean_g) mean_g[k] = 0.0;
+    }
+    for (size_t i = 0; i < numel; i++) {
+      size_t k = group_of(req, &m, i);
+      double d = norm_tensor_get(x, i) - (centered ? res->mean[k] : 0.0);
+      xhat[i] = d == 0.0 ? 0.0 : d * res->rstd[k]; /* 0, not 0 * inf */
+      if (mean_g) mean_g[k] += g[i];
+      mean_gx[k] += g[i] * xhat[i];
+    }
+    double count = (double)(numel / (g_n ? g_n : 1));
+    for (size_t k = 0; k < g_n; k++) {
+      mean_gx[k] /= count;
+      if (mean_g) mean_g[k] /= count;
+    }
+  }
+  double *out = add_step(res, "grad_input", 1, x, numel, prob);
+  if (out == NULL) return -1;
+  for (size_t i = 0; i < numel; i++) out[i] = norm_tensor_get(&res->output, i);
   return 0;
 }
 
@@ -198,7 +259,10 @@ static int histograms_run(const request_t *req, result_t *res,
 }
 
 int explain_run(const request_t *req, result_t *res, problem_t *prob) {
-  if (op_info(req->op)->kind != OP_KIND_NORM) return 0; /* norms only */
+  op_kind_t kind = op_info(req->op)->kind;
+  if (kind == OP_KIND_BACKWARD)
+    return (req->ret & RET_STEPS) ? backward_steps(req, res, prob) : 0;
+  if (kind != OP_KIND_NORM) return 0; /* norms only */
   if ((req->ret & RET_STEPS) && steps_run(req, res, prob) != 0) return -1;
   if ((req->ret & RET_HISTOGRAMS) && histograms_run(req, res, prob) != 0) return -1;
   return 0;

@@ -44,7 +44,7 @@ static const double bytes_bounds[] = {256,      1024,     4096,     16384,
 /* normd_elements_normalized_total's kinds: the metric column of the
  * operation list (ops.h), NULL for operations that count no elements. */
 static const char *const element_kinds[] = {
-#define OP_METRIC_(id, name, route, model, kind, takes, answers, metric, ...)  \
+#define OP_METRIC_(id, name, route, model, kind, norm, takes, answers, metric, ...)  \
   metric,
     OPS_MAP(OP_METRIC_)
 #undef OP_METRIC_

@@ -6,9 +6,9 @@
 #include "request.h" /* FIELD() */
 
 static const op_info_t ops[OP_COUNT] = {
-#define OP_INFO_(id, name, route, model, kind, takes, answers, metric, fields, \
+#define OP_INFO_(id, name, route, model, kind, norm, takes, answers, metric, fields, \
                  ...)                                                          \
-  [OP_##id] = {name, route, model, kind, metric, fields},
+  [OP_##id] = {name, route, model, kind, OP_##norm, metric, fields},
     OPS_MAP(OP_INFO_)
 #undef OP_INFO_
 };

@@ -13,16 +13,23 @@
 #define NORMD_OPS_H
 
 /* The columns of a row:
- *   id       OP_<id> in op_t
+ *   id       OP_<id> in op_t (the column lists below are the macro's
+ *            parameters, in order)
  *   name     the op's name in logs, errors and /v1/info ("layer")
  *   route    its POST route under /v1
  *   model    its KServe v2 model name, or NULL (no /v2 model)
  *   kind     OP_KIND_NORM (a normalization: listed in /v1/info "norms",
- *            may explain itself), OP_KIND_STATS (moments), or
- *            OP_KIND_EXPERIMENT (the residual stack)
+ *            may explain itself), OP_KIND_BACKWARD (a normalization's
+ *            gradients: grad_output in, grad_input, grad_weight, grad_bias
+ *            out), OP_KIND_STATS (moments), or OP_KIND_EXPERIMENT (the
+ *            residual stack)
+ *   norm     the op whose normalization this is: the op itself, or for a
+ *            backward the forward it differentiates (its parameters, its
+ *            groups and its explain view are the forward's)
  *   takes    the body formats it reads (codec.h: codecs_all: JSON, framed,
  *            .npy; codecs_no_npy: JSON and framed, for ops with no input
- *            tensor, where a .npy body would have nothing to be)
+ *            tensor, where a .npy body would have nothing to be, or with
+ *            more than one, which one .npy file cannot hold)
  *   answers  the formats it answers (codecs_no_npy for ops with no output
  *            tensor: a .npy answer would have nothing to hold)
  *   metric   its kind label in normd_elements_normalized_total, or NULL
@@ -33,25 +40,49 @@
  *            required beyond "input", what must agree with what), or NULL
  *   compute  compute.c (or simulate.c): request in, result out */
 #define OPS_MAP(X)                                                              \
-  X(LAYER, "layer", "/v1/norm/layer", "layer_norm", OP_KIND_NORM, codecs_all,   \
-    codecs_all, "layer", FIELDS_LAYER, decode_check_trailing, compute_layer)    \
-  X(RMS, "rms", "/v1/norm/rms", "rms_norm", OP_KIND_NORM, codecs_all,           \
+  X(LAYER, "layer", "/v1/norm/layer", "layer_norm", OP_KIND_NORM, LAYER,        \
+    codecs_all, codecs_all, "layer", FIELDS_LAYER, decode_check_trailing,       \
+    compute_layer)                                                              \
+  X(RMS, "rms", "/v1/norm/rms", "rms_norm", OP_KIND_NORM, RMS, codecs_all,      \
     codecs_all, "rms", FIELDS_RMS, decode_check_trailing, compute_rms)          \
-  X(BATCH, "batch", "/v1/norm/batch", "batch_norm", OP_KIND_NORM, codecs_all,   \
-    codecs_all, "batch", FIELDS_BATCH, decode_check_given, compute_batch)       \
-  X(GROUP, "group", "/v1/norm/group", "group_norm", OP_KIND_NORM, codecs_all,   \
-    codecs_all, "group", FIELDS_GROUP, decode_check_groups, compute_group)      \
+  X(BATCH, "batch", "/v1/norm/batch", "batch_norm", OP_KIND_NORM, BATCH,        \
+    codecs_all, codecs_all, "batch", FIELDS_BATCH, decode_check_given,          \
+    compute_batch)                                                              \
+  X(GROUP, "group", "/v1/norm/group", "group_norm", OP_KIND_NORM, GROUP,        \
+    codecs_all, codecs_all, "group", FIELDS_GROUP, decode_check_groups,         \
+    compute_group)                                                              \
   X(INSTANCE, "instance", "/v1/norm/instance", "instance_norm", OP_KIND_NORM,   \
-    codecs_all, codecs_all, "instance", FIELDS_INSTANCE, NULL,                  \
+    INSTANCE, codecs_all, codecs_all, "instance", FIELDS_INSTANCE, NULL,        \
     compute_instance)                                                           \
-  X(MOMENTS, "moments", "/v1/moments", NULL, OP_KIND_STATS, codecs_all,         \
-    codecs_no_npy, "moments", FIELDS_MOMENTS, decode_check_trailing,            \
-    compute_moments)                                                            \
+  X(MOMENTS, "moments", "/v1/moments", NULL, OP_KIND_STATS, MOMENTS,            \
+    codecs_all, codecs_no_npy, "moments", FIELDS_MOMENTS,                       \
+    decode_check_trailing, compute_moments)                                     \
   X(MOMENTS_MERGE, "moments_merge", "/v1/moments/merge", NULL, OP_KIND_STATS,   \
-    codecs_no_npy, codecs_no_npy, NULL, FIELD(PARTS), decode_check_parts,       \
-    compute_merge)                                                              \
+    MOMENTS_MERGE, codecs_no_npy, codecs_no_npy, NULL, FIELD(PARTS),            \
+    decode_check_parts, compute_merge)                                          \
   X(RESIDUAL, "residual", "/v1/residual/simulate", NULL, OP_KIND_EXPERIMENT,    \
-    codecs_no_npy, codecs_no_npy, NULL, FIELDS_RESIDUAL, NULL, simulate_run)
+    RESIDUAL, codecs_no_npy, codecs_no_npy, NULL, FIELDS_RESIDUAL, NULL,        \
+    simulate_run)                                                               \
+  X(LAYER_BACKWARD, "layer_backward", "/v1/norm/layer/backward",                \
+    "layer_norm_backward", OP_KIND_BACKWARD, LAYER, codecs_no_npy,              \
+    codecs_no_npy, "layer_backward", FIELDS_LAYER | FIELD(GRAD_OUTPUT),         \
+    decode_check_trailing, compute_layer_backward)                              \
+  X(RMS_BACKWARD, "rms_backward", "/v1/norm/rms/backward", "rms_norm_backward", \
+    OP_KIND_BACKWARD, RMS, codecs_no_npy, codecs_no_npy, "rms_backward",        \
+    FIELDS_RMS | FIELD(GRAD_OUTPUT), decode_check_trailing,                     \
+    compute_rms_backward)                                                       \
+  X(BATCH_BACKWARD, "batch_backward", "/v1/norm/batch/backward",                \
+    "batch_norm_backward", OP_KIND_BACKWARD, BATCH, codecs_no_npy,              \
+    codecs_no_npy, "batch_backward", FIELDS_BATCH | FIELD(GRAD_OUTPUT),         \
+    decode_check_given, compute_batch_backward)                                 \
+  X(GROUP_BACKWARD, "group_backward", "/v1/norm/group/backward",                \
+    "group_norm_backward", OP_KIND_BACKWARD, GROUP, codecs_no_npy,              \
+    codecs_no_npy, "group_backward", FIELDS_GROUP | FIELD(GRAD_OUTPUT),         \
+    decode_check_groups, compute_group_backward)                                \
+  X(INSTANCE_BACKWARD, "instance_backward", "/v1/norm/instance/backward",       \
+    "instance_norm_backward", OP_KIND_BACKWARD, INSTANCE, codecs_no_npy,        \
+    codecs_no_npy, "instance_backward", FIELDS_INSTANCE | FIELD(GRAD_OUTPUT),   \
+    NULL, compute_instance_backward)
 
 /* The field sets of the rows. */
 #define FIELDS_NORM                                                            \
@@ -81,13 +112,19 @@ typedef enum {
   OP_COUNT
 } op_t;
 
-typedef enum { OP_KIND_NORM, OP_KIND_STATS, OP_KIND_EXPERIMENT } op_kind_t;
+typedef enum {
+  OP_KIND_NORM,
+  OP_KIND_BACKWARD,
+  OP_KIND_STATS,
+  OP_KIND_EXPERIMENT
+} op_kind_t;
 
 /* The data columns of a row (the function columns are read where they are
  * called: decode.c, compute.c). */
 typedef struct {
   const char *name, *route, *model;
   op_kind_t kind;
+  op_t norm;
   const char *metric;
   unsigned long long fields; /* FIELD(...) bits */
 } op_info_t;

@@ -10,6 +10,8 @@ void request_init(request_t *req, op_t op) {
   req->op = op;
   req->output_dtype = NORM_F32;
   req->ret = RET_OUTPUT | RET_STATS | RET_RUNNING;
+  if (op_info(op)->kind == OP_KIND_BACKWARD)
+    req->ret = RET_OUTPUT | RET_GRAD_WEIGHT | RET_GRAD_BIAS | RET_STATS;
   req->layer = (norm_layer_params_t){.normalized_ndim = 1, .eps = 1e-5};
   req->rms = (norm_rms_params_t){.normalized_ndim = 1, .eps = 1e-6};
   req->batch = (norm_batch_params_t){.mode = NORM_TRAIN, .eps = 1e-5,
@@ -29,7 +31,8 @@ void request_init(request_t *req, op_t op) {
 }
 
 void request_free(request_t *req) {
-  req_tensor_t *all[] = {&req->input, &req->weight, &req->bias,
+  req_tensor_t *all[] = {&req->input,        &req->grad_output,
+                         &req->weight,       &req->bias,
                          &req->running_mean, &req->running_var};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
     if (!all[i]->borrowed) free(all[i]->t.data);
@@ -54,6 +57,8 @@ void result_free(result_t *res) {
   free(res->out_mean);
   free(res->out_var);
   free(res->out_rms);
+  free(res->grad_weight.data);
+  free(res->grad_bias.data);
   free(res->running_mean.data);
   free(res->running_var.data);
   free(res->moments);

@@ -18,6 +18,7 @@
  * takes which is the `fields` column of OPS_MAP (ops.h). */
 #define REQUEST_FIELDS(X)                                                      \
   X(INPUT, "input")                                                            \
+  X(GRAD_OUTPUT, "grad_output")                                                \
   X(WEIGHT, "weight")                                                          \
   X(BIAS, "bias")                                                              \
   X(RUNNING_MEAN, "running_mean")                                              \
@@ -67,6 +68,9 @@ enum {
   RET_RUNNING = 1u << 3,      /* updated running stats (batch, train) */
   RET_STEPS = 1u << 4,        /* the intermediate tensors ("explain") */
   RET_HISTOGRAMS = 1u << 5,   /* input and output histograms */
+  /* backward: RET_OUTPUT is grad_input */
+  RET_GRAD_WEIGHT = 1u << 6,
+  RET_GRAD_BIAS = 1u << 7,
 };
 
 /* KServe v2 output names, as bits. */
@@ -78,6 +82,9 @@ enum {
   V2_OUT_RMS = 1u << 4,
   V2_OUT_RUNNING_MEAN = 1u << 5,
   V2_OUT_RUNNING_VAR = 1u << 6,
+  V2_OUT_GRAD_INPUT = 1u << 7,
+  V2_OUT_GRAD_WEIGHT = 1u << 8,
+  V2_OUT_GRAD_BIAS = 1u << 9,
 };
 
 /* Limits the decoder enforces before allocating. */
@@ -100,6 +107,7 @@ typedef struct {
 typedef struct {
   op_t op;
   req_tensor_t input, weight, bias, running_mean, running_var;
+  req_tensor_t grad_output; /* backward: d loss / d output, input's shape */
   norm_dtype_t output_dtype; /* defaults to input's dtype */
   unsigned ret;              /* RET_* bits */
   /* The body's allocation when the request owns it (freed with it), else
@@ -163,9 +171,15 @@ typedef struct {
 } residual_curves_t;
 
 typedef struct {
-  norm_tensor_t output; /* present when RET_OUTPUT; data malloc'd, or */
-  bool output_in_input;  /* the input's memory, computed in place (owned by
-                          * the request, freed with it) */
+  /* The output (a backward's grad_input), present when RET_OUTPUT: data
+   * malloc'd, or output_in_input: the memory of the tensor it was
+   * computed over in place (the input, or a backward's grad_output; owned
+   * by the request, freed with it). */
+  norm_tensor_t output;
+  bool output_in_input;
+  /* Backward: d loss / d weight and / d bias (data malloc'd, NULL when the
+   * request has no weight / bias), in the weight's / bias's dtype. */
+  norm_tensor_t grad_weight, grad_bias;
   size_t ngroups;       /* one stat per normalized group */
   int stats_rank;
   int64_t stats_shape[NORM_MAX_RANK];

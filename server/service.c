@@ -30,7 +30,7 @@ static int parse_header_length(const char *text, int64_t *out,
 static const struct {
   const codec_t *const *takes, *const *answers;
 } formats[OP_COUNT] = {
-#define OP_FORMATS_(id, name, route, model, kind, takes, answers, ...)          \
+#define OP_FORMATS_(id, name, route, model, kind, norm, takes, answers, ...)          \
   [OP_##id] = {takes, answers},
     OPS_MAP(OP_FORMATS_)
 #undef OP_FORMATS_
@@ -70,10 +70,14 @@ static int negotiate(const service_input_t *in, const codec_t **decoder,
                        "framing) or application/x-npy", in->content_type);
   if (!takes(in->op, *decoder))
     return problem_set(prob, PROBLEM_UNSUPPORTED_MEDIA_TYPE, NULL,
-                       "%s takes no %s body (a .npy file is an input tensor, "
-                       "and this operation has none); send application/json "
+                       "%s takes no %s body (a .npy file is one input tensor, "
+                       "and this operation %s); send application/json "
                        "or application/octet-stream (binary framing)",
-                       op_info(in->op)->route, (*decoder)->media_type);
+                       op_info(in->op)->route, (*decoder)->media_type,
+                       op_info(in->op)->fields & FIELD(INPUT)
+                           ? "takes more tensors than that (input and "
+                             "grad_output)"
+                           : "has none");
   *encoder =
       codec_for_accept_among(in->accept, *decoder, formats[in->op].answers);
   if (*encoder != NULL) return 0;

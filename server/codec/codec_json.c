@@ -190,6 +190,35 @@ static void put_norm_result(buf_t *b, tail_t *tail, const request_t *req,
   buf_putc(b, '}');
 }
 
+/* A backward's answer: grad_input, grad_weight and grad_bias (when the
+ * request has a weight / bias), stats, steps; the tensors framed when
+ * binary. */
+static void put_backward_result(buf_t *b, tail_t *tail, const request_t *req,
+                                const result_t *res) {
+  norm_dtype_t sdt = req->input.t.dtype == NORM_F64 ? NORM_F64 : NORM_F32;
+  const char *sep = "";
+  buf_putc(b, '{');
+  const struct {
+    unsigned bit;
+    const char *name;
+    const norm_tensor_t *t;
+  } grads[] = {{RET_OUTPUT, "grad_input", &res->output},
+               {RET_GRAD_WEIGHT, "grad_weight", &res->grad_weight},
+               {RET_GRAD_BIAS, "grad_bias", &res->grad_bias}};
+  for (size_t k = 0; k < sizeof grads / sizeof grads[0]; k++)
+    if ((req->ret & grads[k].bit) && grads[k].t->data != NULL) {
+      buf_printf(b, "%s\"%s\":", sep, grads[k].name);
+      put_tensor(b, tail, grads[k].t);
+      sep = ",";
+    }
+  if (req->ret & RET_STATS) {
+    const double *stats[] = {res->mean, res->var, res->rms, res->rstd};
+    put_stats(b, &sep, "stats", res, stats, sdt);
+  }
+  put_teaching(b, req, res, sdt, &sep);
+  buf_putc(b, '}');
+}
+
 static int encode_v1(const request_t *req, const result_t *res, int binary,
                      reply_t *out, problem_t *prob) {
   buf_t b;
@@ -198,6 +227,9 @@ static int encode_v1(const request_t *req, const result_t *res, int binary,
   tail_init(&tail);
   switch (op_info(req->op)->kind) { /* what the answer holds */
   case OP_KIND_NORM: put_norm_result(&b, binary ? &tail : NULL, req, res); break;
+  case OP_KIND_BACKWARD:
+    put_backward_result(&b, binary ? &tail : NULL, req, res);
+    break;
   case OP_KIND_STATS:
     put_moments(&b, res);
     binary = 0; /* nothing tensor-sized to frame */

@@ -1,5 +1,6 @@
 /* codec_kserve.c -- the KServe v2 / Open Inference Protocol: one model per
- * operation that has one in the operation list (ops.h: layer_norm, ...).
+ * operation that has one in the operation list (ops.h: layer_norm, ...,
+ * layer_norm_backward, ...).
  *
  * A v2 inference request names its tensors ("inputs": input, weight, bias,
  * running_mean, running_var, and mean/var for batch mode "given") and puts
@@ -35,7 +36,8 @@ static const struct {
     {"output", V2_OUT_OUTPUT},           {"mean", V2_OUT_MEAN},
     {"var", V2_OUT_VAR},                 {"rstd", V2_OUT_RSTD},
     {"rms", V2_OUT_RMS},                 {"running_mean", V2_OUT_RUNNING_MEAN},
-    {"running_var", V2_OUT_RUNNING_VAR},
+    {"running_var", V2_OUT_RUNNING_VAR}, {"grad_input", V2_OUT_GRAD_INPUT},
+    {"grad_weight", V2_OUT_GRAD_WEIGHT}, {"grad_bias", V2_OUT_GRAD_BIAS},
 };
 
 /* The models are the model column of the operation list (ops.h). */
@@ -61,8 +63,15 @@ static const char *v2_datatype(norm_dtype_t dtype) {
   return "FP32";
 }
 
-/* The outputs an op can return. */
+/* The outputs an op can return (req NULL: any request's, for metadata). */
 static unsigned outputs_of(op_t op, const request_t *req) {
+  if (op_info(op)->kind == OP_KIND_BACKWARD) {
+    unsigned all = V2_OUT_GRAD_INPUT;
+    if (req == NULL || req->weight.present) all |= V2_OUT_GRAD_WEIGHT;
+    if ((op_info(op)->fields & FIELD(BIAS)) && (req == NULL || req->bias.present))
+      all |= V2_OUT_GRAD_BIAS;
+    return all;
+  }
   if (op == OP_RMS) return V2_OUT_OUTPUT | V2_OUT_RMS | V2_OUT_RSTD;
   unsigned all = V2_OUT_OUTPUT | V2_OUT_MEAN | V2_OUT_VAR | V2_OUT_RSTD;
   if (op == OP_BATCH && req != NULL && req->batch.mode == NORM_TRAIN &&
@@ -80,8 +89,9 @@ static int v2_error(problem_t *prob, const char *field, const char *fmt,
 
 /* One entry of "inputs" as a /v1 tensor object under its name. */
 static int translate_input(const json_t *in, json_t *obj, problem_t *prob) {
-  static const char *const names[] = {"input", "weight", "bias", "running_mean",
-                                      "running_var", "mean", "var"};
+  static const char *const names[] = {"input", "grad_output", "weight", "bias",
+                                      "running_mean", "running_var", "mean",
+                                      "var"};
   const char *name = json_string_value(json_object_get(in, "name"));
   const json_t *shape = json_object_get(in, "shape");
   const char *datatype = json_string_value(json_object_get(in, "datatype"));
@@ -92,8 +102,9 @@ static int translate_input(const json_t *in, json_t *obj, problem_t *prob) {
   size_t k = 0;
   while (k < sizeof names / sizeof names[0] && strcmp(names[k], name) != 0) k++;
   if (k == sizeof names / sizeof names[0])
-    return v2_error(prob, name, "unknown input \"%s\" (expected input, weight, "
-                    "bias, running_mean, running_var, mean, var)", name);
+    return v2_error(prob, name, "unknown input \"%s\" (expected input, "
+                    "grad_output, weight, bias, running_mean, running_var, mean, "
+                    "var)", name);
   if (json_object_get(obj, name) != NULL)
     return v2_error(prob, name, "input \"%s\" is given twice", name);
   const char *dtype = NULL;
@@ -200,7 +211,7 @@ static int kserve_decode(const codec_input_t *in, const limits_t *lim,
   req->v2_outputs = outputs_of(in->op, req);
   const json_t *outputs = json_object_get(root, "outputs");
   if (outputs != NULL && decode_outputs(outputs, req, prob) != 0) goto done;
-  req->ret = RET_OUTPUT | RET_STATS | RET_RUNNING;
+  req->ret = RET_OUTPUT | RET_STATS | RET_RUNNING | RET_GRAD_WEIGHT | RET_GRAD_BIAS;
   rc = 0;
 done:
   json_decref(root);
@@ -256,6 +267,11 @@ static int kserve_encode(const request_t *req, const result_t *res,
   const int64_t *s = res->stats_shape;
   size_t n = res->ngroups;
   put_output(&b, &tail, req, V2_OUT_OUTPUT, "output", &res->output, NULL, 0, NULL, sdt, 0, &first);
+  put_output(&b, &tail, req, V2_OUT_GRAD_INPUT, "grad_input", &res->output, NULL, 0, NULL, sdt, 0, &first);
+  if (res->grad_weight.data)
+    put_output(&b, &tail, req, V2_OUT_GRAD_WEIGHT, "grad_weight", &res->grad_weight, NULL, 0, NULL, sdt, 0, &first);
+  if (res->grad_bias.data)
+    put_output(&b, &tail, req, V2_OUT_GRAD_BIAS, "grad_bias", &res->grad_bias, NULL, 0, NULL, sdt, 0, &first);
   put_output(&b, &tail, req, V2_OUT_MEAN, "mean", NULL, res->mean, r, s, sdt, n, &first);
   put_output(&b, &tail, req, V2_OUT_VAR, "var", NULL, res->var, r, s, sdt, n, &first);
   put_output(&b, &tail, req, V2_OUT_RMS, "rms", NULL, res->rms, r, s, sdt, n, &first);
@@ -277,8 +293,9 @@ void kserve_model_metadata(op_t op, buf_t *b) {
   /* shapes as an input of the usual rank produces them: (N, D) for layer
    * and rms norm (stats per row), (N, C, L) for the channel norms (stats
    * per channel, per (n, group) or per (n, c)) */
-  const char *input_shape = op == OP_LAYER || op == OP_RMS ? "[-1,-1]" : "[-1,-1,-1]";
-  const char *stats_shape = op == OP_GROUP || op == OP_INSTANCE ? "[-1,-1]" : "[-1]";
+  op_t norm = op_info(op)->norm;
+  const char *input_shape = norm == OP_LAYER || norm == OP_RMS ? "[-1,-1]" : "[-1,-1,-1]";
+  const char *stats_shape = norm == OP_GROUP || norm == OP_INSTANCE ? "[-1,-1]" : "[-1]";
   buf_printf(b, "{\"name\":\"%s\",\"versions\":[\"1\"],\"platform\":\"normd\","
                 "\"inputs\":[", kserve_model_name(op));
   /* the op's tensor fields (mode given's mean and var are not listed) */
@@ -286,6 +303,7 @@ void kserve_model_metadata(op_t op, buf_t *b) {
     const char *name;
     unsigned long long field;
   } inputs[] = {{"input", FIELD(INPUT)},
+                {"grad_output", FIELD(GRAD_OUTPUT)},
                 {"weight", FIELD(WEIGHT)},
                 {"bias", FIELD(BIAS)},
                 {"running_mean", FIELD(RUNNING_MEAN)},
@@ -293,7 +311,7 @@ void kserve_model_metadata(op_t op, buf_t *b) {
   for (size_t i = 0, listed = 0; i < sizeof inputs / sizeof inputs[0]; i++)
     if (op_info(op)->fields & inputs[i].field)
       buf_printf(b, "%s{\"name\":\"%s\",\"datatype\":\"FP32\",\"shape\":%s}",
-                 listed++ ? "," : "", inputs[i].name, i == 0 ? input_shape : "[-1]");
+                 listed++ ? "," : "", inputs[i].name, i <= 1 ? input_shape : "[-1]");
   buf_puts(b, "],\"outputs\":[");
   unsigned outs = outputs_of(op, NULL) |
                   (op == OP_BATCH ? V2_OUT_RUNNING_MEAN | V2_OUT_RUNNING_VAR : 0);
@@ -301,9 +319,11 @@ void kserve_model_metadata(op_t op, buf_t *b) {
   for (size_t k = 0; k < sizeof output_names / sizeof output_names[0]; k++) {
     unsigned bit = output_names[k].bit;
     if (!(outs & bit)) continue;
-    const char *shape = bit == V2_OUT_OUTPUT ? input_shape
-                        : bit & (V2_OUT_RUNNING_MEAN | V2_OUT_RUNNING_VAR) ? "[-1]"
-                                                                           : stats_shape;
+    const char *shape = bit & (V2_OUT_OUTPUT | V2_OUT_GRAD_INPUT) ? input_shape
+                        : bit & (V2_OUT_RUNNING_MEAN | V2_OUT_RUNNING_VAR |
+                                 V2_OUT_GRAD_WEIGHT | V2_OUT_GRAD_BIAS)
+                            ? "[-1]"
+                            : stats_shape;
     buf_printf(b, "%s{\"name\":\"%s\",\"datatype\":\"FP32\",\"shape\":%s}",
                first ? "" : ",", output_names[k].name, shape);
     first = 0;

@@ -62,12 +62,21 @@ static int get_choice(const json_t *v, const char *field,
 
 /* "return": one name or a list; replaces the default set, keeping "steps"
  * if "explain": true came first. */
-static int decode_return(const json_t *v, unsigned *ret, problem_t *prob) {
-  static const char *const names[] = {"output", "stats", "output_stats",
-                                      "running_stats", "steps", "histograms",
-                                      NULL};
-  static const unsigned bits[] = {RET_OUTPUT, RET_STATS, RET_OUTPUT_STATS,
-                                  RET_RUNNING, RET_STEPS, RET_HISTOGRAMS};
+static int decode_return(const json_t *v, op_kind_t kind, unsigned *ret,
+                         problem_t *prob) {
+  static const char *const forward[] = {"output", "stats", "output_stats",
+                                        "running_stats", "steps", "histograms",
+                                        NULL};
+  static const unsigned forward_bits[] = {RET_OUTPUT, RET_STATS,
+                                          RET_OUTPUT_STATS, RET_RUNNING,
+                                          RET_STEPS, RET_HISTOGRAMS};
+  static const char *const backward[] = {"grad_input", "grad_weight",
+                                         "grad_bias", "stats", "steps", NULL};
+  static const unsigned backward_bits[] = {RET_OUTPUT, RET_GRAD_WEIGHT,
+                                           RET_GRAD_BIAS, RET_STATS, RET_STEPS};
+  int back = kind == OP_KIND_BACKWARD;
+  const char *const *names = back ? backward : forward;
+  const unsigned *bits = back ? backward_bits : forward_bits;
   unsigned chosen = 0;
   int i = 0;
   if (json_is_string(v)) {
@@ -80,9 +89,12 @@ static int decode_return(const json_t *v, unsigned *ret, problem_t *prob) {
       chosen |= bits[i];
     }
   } else {
-    return bad_field(prob, "return", "a list of \"output\", \"stats\", "
-                                     "\"output_stats\", \"running_stats\", "
-                                     "\"steps\", \"histograms\"");
+    return bad_field(prob, "return",
+                     back ? "a list of \"grad_input\", \"grad_weight\", "
+                            "\"grad_bias\", \"stats\", \"steps\""
+                          : "a list of \"output\", \"stats\", "
+                            "\"output_stats\", \"running_stats\", "
+                            "\"steps\", \"histograms\"");
   }
   *ret = chosen | (*ret & RET_STEPS);
   return 0;
@@ -197,6 +209,8 @@ static int decode_field(field_id_t id, const char *name, const json_t *v,
   int choice = 0;
   switch (id) {
   case FLD_INPUT: return decode_tensor(ctx, v, name, &req->input, prob);
+  case FLD_GRAD_OUTPUT:
+    return decode_tensor(ctx, v, name, &req->grad_output, prob);
   case FLD_WEIGHT: return decode_tensor(ctx, v, name, &req->weight, prob);
   case FLD_BIAS: return decode_tensor(ctx, v, name, &req->bias, prob);
   case FLD_RUNNING_MEAN:
@@ -293,7 +307,8 @@ static int decode_field(field_id_t id, const char *name, const json_t *v,
       return bad_field(prob, name, "an integer in 0..4611686018427387903");
     req->batch.num_batches_tracked = i64;
     return 0;
-  case FLD_RETURN: return decode_return(v, &req->ret, prob);
+  case FLD_RETURN:
+    return decode_return(v, op_info(req->op)->kind, &req->ret, prob);
   case FLD_PARTS: return decode_parts(v, ctx->lim, req, prob);
   case FLD_COUNT: break;
   }
@@ -387,7 +402,7 @@ static int decode_check_parts(deferred_t *later, request_t *req,
 
 typedef int (*check_fn)(deferred_t *later, request_t *req, problem_t *prob);
 static const check_fn checks[OP_COUNT] = {
-#define OP_CHECK_(id, name, route, model, kind, takes, answers, metric, fields, \
+#define OP_CHECK_(id, name, route, model, kind, norm, takes, answers, metric, fields, \
                   check, ...)                                                   \
   [OP_##id] = check,
     OPS_MAP(OP_CHECK_)
@@ -432,6 +447,12 @@ int decode_request(decode_ctx_t *ctx, const json_t *root, op_t op,
   if (takes & FIELD(INPUT)) {
     if (!req->input.present) {
       rc = problem_set(prob, PROBLEM_MISSING_FIELD, "input", "\"input\" is required");
+      goto done;
+    }
+    if ((takes & FIELD(GRAD_OUTPUT)) && !req->grad_output.present) {
+      rc = problem_set(prob, PROBLEM_MISSING_FIELD, "grad_output",
+                       "\"grad_output\" is required: d loss / d output, a "
+                       "tensor of the input's shape");
       goto done;
     }
     req->output_dtype = req->input.t.dtype;
