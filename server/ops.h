@@ -103,7 +103,8 @@
 #define FIELDS_MOMENTS (FIELD(INPUT) | FIELDS_TRAILING | FIELD(LAYOUT))
 #define FIELDS_RESIDUAL                                                        \
   (FIELD(EPS) | FIELD(TOKENS) | FIELD(D) | FIELD(LAYERS) | FIELD(NORM) |       \
-   FIELD(PLACEMENT) | FIELD(SEED) | FIELD(GAIN))
+   FIELD(PLACEMENT) | FIELD(SEED) | FIELD(GAIN) | FIELD(GRADIENTS) |           \
+   FIELD(CLASSES))
 
 typedef enum {
 #define OP_ENUM_(id, ...) OP_##id,

@@ -28,6 +28,7 @@ void request_init(request_t *req, op_t op) {
   req->residual.seed = 1;
   req->residual.eps = 1e-5;
   req->residual.gain = 1.0;
+  req->residual.classes = 16;
 }
 
 void request_free(request_t *req) {
@@ -65,11 +66,11 @@ void result_free(result_t *res) {
   for (int i = 0; i < res->nsteps; i++) free(res->steps[i].data);
   free(res->hist_input.counts);
   free(res->hist_output.counts);
-  for (int i = 0; i < 2; i++) {
-    free(res->curves[i].rms);
-    free(res->curves[i].rel_update);
-    free(res->curves[i].cosine);
-    free(res->curves[i].cos_to_input);
+  for (int i = 0; i < RESIDUAL_PLACEMENTS; i++) {
+    residual_curves_t *c = &res->curves[i];
+    double *all[] = {c->rms,     c->rel_update, c->cosine,     c->cos_to_input,
+                     c->grad_w1, c->grad_w2,    c->grad_stream};
+    for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) free(all[k]);
   }
   memset(res, 0, sizeof *res);
 }

@@ -48,7 +48,9 @@
   X(NORM, "norm")                                                              \
   X(PLACEMENT, "placement")                                                    \
   X(SEED, "seed")                                                              \
-  X(GAIN, "gain")
+  X(GAIN, "gain")                                                              \
+  X(GRADIENTS, "gradients")                                                    \
+  X(CLASSES, "classes")
 
 typedef enum {
 #define FIELD_ENUM_(id, name) FLD_##id,
@@ -133,13 +135,17 @@ typedef struct {
    * own. */
   int64_t histogram_bins;
   bool histogram_separate;
-  /* OP_RESIDUAL; placements: bit 0 pre, bit 1 post. */
+  /* OP_RESIDUAL; placements: bit k for norm_residual_placement_t k (pre,
+   * post, deepnorm); gradients: backpropagate, with a readout of
+   * `classes`. */
   struct {
     int64_t tokens, d, layers;
     int norm; /* norm_residual_norm_t */
     unsigned placements;
     uint64_t seed;
     double eps, gain;
+    bool gradients;
+    int64_t classes;
   } residual;
   /* OP_MOMENTS_MERGE: nparts arrays of ngroups partial moments, part-major. */
   size_t nparts, ngroups;
@@ -165,10 +171,16 @@ typedef struct {
   uint64_t nonfinite;
 } histogram_t;
 
-/* One placement's curves of the residual experiment. */
+/* One placement's curves of the residual experiment, and with gradients
+ * its loss and gradient norms (all malloc'd; NULL when not asked). */
 typedef struct {
-  double *rms, *rel_update, *cosine, *cos_to_input; /* malloc'd */
+  double *rms, *rel_update, *cosine, *cos_to_input;
+  double loss;
+  double *grad_w1, *grad_w2, *grad_stream;
 } residual_curves_t;
+
+/* The placements of the residual experiment (norm_residual_placement_t). */
+enum { RESIDUAL_PLACEMENTS = 3 };
 
 typedef struct {
   /* The output (a backward's grad_input), present when RET_OUTPUT: data
@@ -197,7 +209,7 @@ typedef struct {
   int nsteps;
   int64_t bins;                     /* RET_HISTOGRAMS */
   histogram_t hist_input, hist_output;
-  residual_curves_t curves[2];      /* OP_RESIDUAL: [0] pre, [1] post */
+  residual_curves_t curves[RESIDUAL_PLACEMENTS]; /* OP_RESIDUAL, by placement */
 } result_t;
 
 /* Defaults for op (eps and friends per the design's table). */

@@ -1,10 +1,37 @@
-/* simulate.c -- runs core's residual experiment for the requested
- * placements with one workspace. */
+/* simulate.c -- runs core's residual experiment (core/residual.h) for the
+ * requested placements with one workspace each pass: the forward curves,
+ * and with "gradients" the loss and gradient norms at initialization. */
 #include "simulate.h"
 
 #include <stdlib.h>
 
 #include "residual.h"
+
+/* malloc'd arrays of n doubles, or NULL with a 500 problem. */
+static double *doubles(size_t n, problem_t *prob) {
+  double *p = malloc((n ? n : 1) * sizeof *p);
+  if (p == NULL) problem_set(prob, PROBLEM_OUT_OF_MEMORY, NULL, "out of memory");
+  return p;
+}
+
+/* The workspace size for p, or -1 with the problem (eps, or too large). */
+static int64_t workspace(const norm_residual_params_t *p, int gradients,
+                         problem_t *prob) {
+  int64_t need = gradients ? norm_residual_grad_workspace(p)
+                           : norm_residual_workspace(p);
+  if (need == NORM_E_EPS) return problem_from_norm(prob, (int)need, "eps");
+  if (need < 0)
+    return problem_set(prob, PROBLEM_SIMULATION_TOO_LARGE, "layers",
+                       gradients
+                           ? "layers x tokens x d x d must stay under %lld, "
+                             "and with gradients the activations of every "
+                             "block (about 3 x layers x tokens x d doubles) "
+                             "under %lld doubles"
+                           : "layers x tokens x d x d must stay under %lld",
+                       (long long)NORM_RESIDUAL_MAX_WORK,
+                       (long long)NORM_RESIDUAL_MAX_GRAD_WORKSPACE);
+  return need;
+}
 
 int simulate_run(const request_t *req, result_t *res, problem_t *prob) {
   norm_residual_params_t p = {
@@ -12,32 +39,39 @@ int simulate_run(const request_t *req, result_t *res, problem_t *prob) {
       .layers = req->residual.layers,
       .norm = (norm_residual_norm_t)req->residual.norm,
       .seed = req->residual.seed, .eps = req->residual.eps,
-      .gain = req->residual.gain};
-  int64_t need = norm_residual_workspace(&p);
-  if (need == NORM_E_EPS) return problem_from_norm(prob, (int)need, "eps");
-  if (need < 0)
-    return problem_set(prob, PROBLEM_SIMULATION_TOO_LARGE, "layers",
-                       "layers x tokens x d x d must stay under %lld",
-                       (long long)NORM_RESIDUAL_MAX_WORK);
-  double *ws = malloc((size_t)need * sizeof *ws);
-  if (ws == NULL)
-    return problem_set(prob, PROBLEM_OUT_OF_MEMORY, NULL, "out of memory");
+      .gain = req->residual.gain, .classes = req->residual.classes};
+  int gradients = req->residual.gradients;
+  /* sizes are checked for every placement alike before anything runs */
+  int64_t need = workspace(&p, 0, prob), grad_need = 0;
+  if (need < 0 || (gradients && (grad_need = workspace(&p, 1, prob)) < 0))
+    return -1;
+  double *ws = doubles((size_t)(grad_need > need ? grad_need : need), prob);
+  if (ws == NULL) return -1;
   size_t layers = (size_t)p.layers;
   int rc = 0;
-  for (int k = 0; k < 2 && rc == 0; k++) {
+  for (int k = 0; k < RESIDUAL_PLACEMENTS && rc == 0; k++) {
     if (!(req->residual.placements & (1u << k))) continue;
     residual_curves_t *c = &res->curves[k];
-    c->rms = malloc((layers + 1) * sizeof *c->rms);
-    c->cos_to_input = malloc((layers + 1) * sizeof *c->cos_to_input);
-    c->rel_update = malloc(layers * sizeof *c->rel_update);
-    c->cosine = malloc(layers * sizeof *c->cosine);
-    if (!c->rms || !c->cos_to_input || !c->rel_update || !c->cosine) {
-      rc = problem_set(prob, PROBLEM_OUT_OF_MEMORY, NULL, "out of memory");
+    p.placement = (norm_residual_placement_t)k;
+    if (!(c->rms = doubles(layers + 1, prob)) ||
+        !(c->cos_to_input = doubles(layers + 1, prob)) ||
+        !(c->rel_update = doubles(layers, prob)) ||
+        !(c->cosine = doubles(layers, prob))) {
+      rc = -1;
       break;
     }
-    p.placement = k == 0 ? NORM_RESIDUAL_PRE : NORM_RESIDUAL_POST;
     int err = norm_residual_simulate(&p, ws, (size_t)need, c->rms, c->rel_update,
                                      c->cosine, c->cos_to_input);
+    if (err == NORM_OK && gradients) {
+      if (!(c->grad_w1 = doubles(layers, prob)) ||
+          !(c->grad_w2 = doubles(layers, prob)) ||
+          !(c->grad_stream = doubles(layers + 1, prob))) {
+        rc = -1;
+        break;
+      }
+      err = norm_residual_gradients(&p, ws, (size_t)grad_need, &c->loss,
+                                    c->grad_w1, c->grad_w2, c->grad_stream);
+    }
     if (err != NORM_OK) rc = problem_from_norm(prob, err, NULL);
   }
   free(ws);

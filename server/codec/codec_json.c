@@ -141,8 +141,10 @@ static void put_residual(buf_t *b, const request_t *req, const result_t *res) {
              (long long)req->residual.tokens, (long long)req->residual.d,
              (long long)layers, req->residual.norm == 0 ? "layer" : "rms",
              (unsigned long long)req->residual.seed);
-  const char *names[] = {"pre", "post"};
-  for (int k = 0; k < 2; k++) {
+  if (req->residual.gradients)
+    buf_printf(b, ",\"classes\":%lld", (long long)req->residual.classes);
+  const char *names[RESIDUAL_PLACEMENTS] = {"pre", "post", "deepnorm"};
+  for (int k = 0; k < RESIDUAL_PLACEMENTS; k++) {
     const residual_curves_t *c = &res->curves[k];
     if (c->rms == NULL) continue;
     buf_printf(b, ",\"%s\":{\"rms\":", names[k]);
@@ -153,6 +155,16 @@ static void put_residual(buf_t *b, const request_t *req, const result_t *res) {
     encode_doubles(b, c->cosine, layers, NORM_F32);
     buf_puts(b, ",\"cos_to_input\":");
     encode_doubles(b, c->cos_to_input, layers + 1, NORM_F32);
+    if (c->grad_w1 != NULL) {
+      buf_puts(b, ",\"loss\":");
+      encode_number(b, c->loss, NORM_F32);
+      buf_puts(b, ",\"grad_w1\":");
+      encode_doubles(b, c->grad_w1, layers, NORM_F32);
+      buf_puts(b, ",\"grad_w2\":");
+      encode_doubles(b, c->grad_w2, layers, NORM_F32);
+      buf_puts(b, ",\"grad_stream\":");
+      encode_doubles(b, c->grad_stream, layers + 1, NORM_F32);
+    }
     buf_putc(b, '}');
   }
   buf_putc(b, '}');

@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "residual.h"
+
 /* The field names, by id (REQUEST_FIELDS, request.h). */
 static const char *const field_names[FLD_COUNT] = {
 #define FIELD_NAME_(id, name) [FLD_##id] = name,
@@ -97,6 +99,32 @@ static int decode_return(const json_t *v, op_kind_t kind, unsigned *ret,
                             "\"steps\", \"histograms\"");
   }
   *ret = chosen | (*ret & RET_STEPS);
+  return 0;
+}
+
+/* The residual experiment's placement: "pre", "post", "deepnorm", "both"
+ * (pre and post), or a non-empty list of them. */
+static int decode_placements(const json_t *v, request_t *req, problem_t *prob) {
+  static const char *const names[] = {"pre", "post", "deepnorm", "both", NULL};
+  static const unsigned bits[] = {1u << NORM_RESIDUAL_PRE,
+                                  1u << NORM_RESIDUAL_POST,
+                                  1u << NORM_RESIDUAL_DEEPNORM,
+                                  1u << NORM_RESIDUAL_PRE | 1u << NORM_RESIDUAL_POST};
+  int choice = 0;
+  if (!json_is_array(v)) {
+    if (get_choice(v, "placement", names, &choice, prob) != 0) return -1;
+    req->residual.placements = bits[choice];
+    return 0;
+  }
+  if (json_array_size(v) == 0)
+    return bad_field(prob, "placement", "a placement or a non-empty list of "
+                                        "\"pre\", \"post\", \"deepnorm\"");
+  req->residual.placements = 0;
+  for (size_t k = 0; k < json_array_size(v); k++) {
+    if (get_choice(json_array_get(v, k), "placement", names, &choice, prob) != 0)
+      return -1;
+    req->residual.placements |= bits[choice];
+  }
   return 0;
 }
 
@@ -203,7 +231,6 @@ static int decode_field(field_id_t id, const char *name, const json_t *v,
   static const char *const layouts[] = {"rows", "channels", NULL};
   static const char *const ranges[] = {"shared", "separate", NULL};
   static const char *const residual_norms[] = {"layer", "rms", NULL};
-  static const char *const placements_residual[] = {"pre", "post", "both", NULL};
   double eps = 0;
   int64_t i64 = 0;
   int choice = 0;
@@ -269,9 +296,15 @@ static int decode_field(field_id_t id, const char *name, const json_t *v,
     if (get_choice(v, name, residual_norms, &choice, prob) != 0) return -1;
     req->residual.norm = choice;
     return 0;
-  case FLD_PLACEMENT:
-    if (get_choice(v, name, placements_residual, &choice, prob) != 0) return -1;
-    req->residual.placements = choice == 0 ? 1u : choice == 1 ? 2u : 3u;
+  case FLD_PLACEMENT: return decode_placements(v, req, prob);
+  case FLD_GRADIENTS:
+    if (!json_is_boolean(v)) return bad_field(prob, name, "true or false");
+    req->residual.gradients = json_is_true(v);
+    return 0;
+  case FLD_CLASSES:
+    if (get_integer(v, name, &i64, prob) != 0) return -1;
+    if (i64 < 2 || i64 > 1024) return bad_field(prob, name, "an integer in 2..1024");
+    req->residual.classes = i64;
     return 0;
   case FLD_SEED:
     if (get_integer(v, name, &i64, prob) != 0) return -1;
