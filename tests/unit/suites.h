@@ -16,6 +16,7 @@
   X(norm_instance)                                                             \
   X(norm_alias)                                                                \
   X(moments)                                                                   \
+  X(residual)                                                                  \
   X(torch_fixtures)                                                            \
   X(fmt)                                                                       \
   X(metrics)                                                                   \
