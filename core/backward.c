@@ -41,15 +41,17 @@ static void weights_of(const norm_tensor_t *w, const layout_t *l, size_t g,
 void engine_backward(const norm_tensor_t *x, const norm_tensor_t *dy,
                      const norm_tensor_t *weight, norm_tensor_t *dx,
                      const layout_t *l, size_t g, double shift, double s,
-                     int center, double coef, const norm_grads_t *grads) {
+                     int terms, double coef, const norm_grads_t *grads) {
   const kern_t *k = kern_get();
   double xb[BW_CHUNK], gb[BW_CHUNK], wb[BW_CHUNK];
   double *gw = grads ? grads->weight : NULL, *gbias = grads ? grads->bias : NULL;
   size_t first = (g % l->affine_mod) * l->affine_mul;
   double sum_g = 0.0, sum_gx = 0.0, mean_g = 0.0, c = 0.0;
+  int spread = terms & ENGINE_BW_SPREAD;
   for (int pass = 0; pass < 2; pass++) {
     if (pass == 1) {
-      mean_g = center ? sum_g / (double)engine_layout_count(l) : 0.0;
+      mean_g =
+          terms & ENGINE_BW_MEAN ? sum_g / (double)engine_layout_count(l) : 0.0;
       c = coef * sum_gx;
     }
     for (size_t seg = 0; seg < l->nseg; seg++) {
@@ -71,7 +73,8 @@ void engine_backward(const norm_tensor_t *x, const norm_tensor_t *dy,
         } else {
           for (size_t i = 0; i < n; i++) {
             double xhat = (xb[i] - shift) * s;
-            xb[i] = s * (wb[i] * gb[i] - mean_g) - xhat * c; /* dx */
+            double dxi = s * (wb[i] * gb[i] - mean_g);
+            xb[i] = spread ? dxi - xhat * c : dxi; /* dx */
           }
           /* rounded once from double into dx's dtype (dy's chunk was read) */
           k->axpb[NORM_F64][dx->dtype](xb, (char *)at(dx, base + j0), n, 0.0,
@@ -112,7 +115,7 @@ void engine_standardize_backward(const norm_tensor_t *x, const norm_tensor_t *dy
       coef = std > 0.0 ? 1.0 / (divisor * std) : std == 0.0 ? 0.0 : NAN;
     }
     engine_backward(x, dy, weight, dx, l, g, mean, engine_scale(var, eps, rstd),
-                    1, coef, grads);
+                    ENGINE_BW_MEAN | ENGINE_BW_SPREAD, coef, grads);
     engine_stats_put(stats, g, mean, var, rstd);
   }
 }

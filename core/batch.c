@@ -120,7 +120,8 @@ int norm_batch_backward_rows(const norm_tensor_t *x, const norm_tensor_t *dy,
       var = norm_tensor_get(running_var, c);
     }
     double rstd = engine_rstd(var, p->eps), s = engine_scale(var, p->eps, rstd);
-    engine_backward(x, dy, weight, dx, &l, c, mean, s, train,
+    engine_backward(x, dy, weight, dx, &l, c, mean, s,
+                    train ? ENGINE_BW_MEAN | ENGINE_BW_SPREAD : 0,
                     train ? s / count : 0.0, grads);
     engine_stats_put(stats, c, mean, var, rstd);
   }

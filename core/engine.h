@@ -102,16 +102,24 @@ void engine_standardize(const norm_tensor_t *x, norm_tensor_t *y,
                         const norm_tensor_t *weight, const norm_tensor_t *bias,
                         const norm_stats_t *stats);
 
+/* The terms of engine_backward: which of shift and s depend on x. */
+enum {
+  ENGINE_BW_MEAN = 1,   /* shift is the group's mean: the mean(g) term */
+  ENGINE_BW_SPREAD = 2, /* s is the group's: the xhat * coef * ... term */
+};
+
 /* The backward of y = (x - shift) * s * w + b over group g (backward.c):
  * with g = w * dy and xhat = (x - shift) * s,
  *   dx = s * (g - mean(g)) - xhat * coef * sum(g * xhat)
- * (without `center`, no mean(g) term: shift was a constant), rounded once
- * into dx's dtype; grads (NULL, or either array NULL) get sum(dy * xhat)
- * and sum(dy) per weight entry added. dx may alias dy. */
+ * with only the `terms` named (ENGINE_BW_*): a shift or s that is a
+ * constant (batch norm's eval mode: neither) has no term, so dx = s * g
+ * stays elementwise even where x or dy is not finite. Rounded once into
+ * dx's dtype; grads (NULL, or either array NULL) get sum(dy * xhat) and
+ * sum(dy) per weight entry added. dx may alias dy. */
 void engine_backward(const norm_tensor_t *x, const norm_tensor_t *dy,
                      const norm_tensor_t *weight, norm_tensor_t *dx,
                      const layout_t *l, size_t g, double shift, double s,
-                     int center, double coef, const norm_grads_t *grads);
+                     int terms, double coef, const norm_grads_t *grads);
 
 /* engine_standardize's backward, for layer, group and instance norm: per
  * group the moments again, then engine_backward with shift = mean and

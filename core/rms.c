@@ -68,7 +68,8 @@ int norm_rms_backward_rows(const norm_tensor_t *x, const norm_tensor_t *dy,
   for (size_t g = begin; g < end; g++) {
     double ms = engine_sumsq(x, &l, g) / count;
     double rstd = engine_rstd(ms, p->eps), s = engine_scale(ms, p->eps, rstd);
-    engine_backward(x, dy, weight, dx, &l, g, 0.0, s, 0, s / count, grads);
+    engine_backward(x, dy, weight, dx, &l, g, 0.0, s, ENGINE_BW_SPREAD,
+                    s / count, grads);
     if (stats && stats->rms) stats->rms[g] = sqrt(ms);
     if (stats && stats->rstd) stats->rstd[g] = rstd;
   }
