@@ -15,6 +15,7 @@
   X(norm_group)                                                                \
   X(norm_instance)                                                             \
   X(norm_alias)                                                                \
+  X(norm_backward)                                                             \
   X(moments)                                                                   \
   X(residual)                                                                  \
   X(torch_fixtures)                                                            \
