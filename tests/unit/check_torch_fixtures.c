@@ -1,7 +1,8 @@
-/* check_torch_fixtures.c -- every core kernel against PyTorch, on the cases
- * in tests/fixtures/torch_fixtures.json (written by gen_torch_fixtures.py;
- * its "notes" describe the format). Prints the worst relative error per kind,
- * the figure quoted in release notes. Reads the fixture by a path relative to
+/* check_torch_fixtures.c -- every core kernel and its backward pass against
+ * PyTorch, on the cases in tests/fixtures/torch_fixtures.json (written by
+ * gen_torch_fixtures.py; its "notes" and "backward_notes" describe the
+ * format). Prints the worst relative error per kind, forward and backward,
+ * the figures quoted in release notes. Reads the fixture by a path relative to
  * the repository root, so run the test binary from there.
  */
 #include <jansson.h>
@@ -465,6 +466,291 @@ END_TEST
 START_TEST(test_kind) { check_kind(kinds[_i], 0); }
 END_TEST
 
+/* ---- backward ---------------------------------------------------------------
+ * "backward_cases": x, grad_output dy (and weight, running stats) through
+ * norm_*_backward_rows into a float64 dx and double gradient arrays, against
+ * torch.autograd's float64 gradients (or, where the case's grad_source says
+ * "exact", the exact ones: see the fixture's backward_notes). Error
+ * |got - want| / max(|want|, 1e-3 scale), scale the fixture's per tensor;
+ * allowed BW_TOL + BW_COND_TOL * condition (the mean's rounding as it moves
+ * xhat, for |mean| >> std). Run whole, and as two _rows halves with
+ * gradient arrays of their own, summed. */
+#define BW_TOL 1e-12
+#define BW_COND_TOL 1e-14
+#define BW_FLOOR 1e-3
+/* Cases of at most this condition (|mean| rstd, the fixture's) count as
+ * well-conditioned in the report. */
+#define BW_WELL_CONDITIONED 10.0
+
+static const char *const bw_tensors[] = {"grad_input", "grad_weight",
+                                         "grad_bias"};
+
+/* Worst errors over the cases of one kind: the well-conditioned ones per
+ * tensor (all against torch), and the others (|mean| >> std) against torch
+ * and against the exact gradients (their "exact", or their expected ones
+ * where grad_source is "exact"). */
+typedef struct {
+  double worst[3], worst_ill_torch, worst_ill_exact;
+  double max_condition;
+  int cases, ill_cases, failures;
+  char first[400];
+} bw_tally_t;
+
+typedef struct {
+  fx_case_t c; /* x, weight, running stats, params */
+  norm_tensor_t dy, dx;
+  size_t nw;
+  double *gw, *gb;
+} bw_case_t;
+
+static void bw_load(bw_case_t *b, const json_t *j, size_t index) {
+  memset(b, 0, sizeof *b);
+  fx_case_t *c = &b->c;
+  c->j = j;
+  c->index = index;
+  c->name = str_field(j, "name");
+  ck_assert_msg(c->name != NULL, "backward case %zu has no name", index);
+  ck_assert_msg(json_is_object(json_object_get(j, "expected")) &&
+                    json_is_object(json_object_get(j, "scale")) &&
+                    json_is_number(json_object_get(j, "condition")),
+                "%s: expected / scale / condition missing", c->name);
+  c->x = tensor_from_json(c->name, json_object_get(j, "input"), 1);
+  b->dy = tensor_from_json(c->name, json_object_get(j, "grad_output"), 1);
+  b->dx = tensor_from_json(c->name, json_object_get(j, "grad_output"), 0);
+  ck_assert_msg(b->dy.rank == c->x.rank &&
+                    memcmp(b->dy.shape, c->x.shape,
+                           (size_t)c->x.rank * sizeof c->x.shape[0]) == 0,
+                "%s: grad_output is not of the input's shape", c->name);
+  c->has_weight = json_object_get(j, "weight") != NULL;
+  c->has_running = json_object_get(j, "running_mean") != NULL;
+  if (c->has_weight)
+    c->weight = tensor_from_json(c->name, json_object_get(j, "weight"), 1);
+  if (c->has_running) {
+    c->rmean = tensor_from_json(c->name, json_object_get(j, "running_mean"), 1);
+    c->rvar = tensor_from_json(c->name, json_object_get(j, "running_var"), 1);
+  }
+}
+
+static void bw_free(bw_case_t *b) {
+  tensor_free(&b->c.x);
+  tensor_free(&b->c.weight);
+  tensor_free(&b->c.rmean);
+  tensor_free(&b->c.rvar);
+  tensor_free(&b->dy);
+  tensor_free(&b->dx);
+  if (b->gw) tu_doubles_free(b->gw, b->nw);
+  if (b->gb) tu_doubles_free(b->gb, b->nw);
+}
+
+/* The case's backward on groups [lo, hi) into b->dx, adding into gw and gb
+ * (gb NULL for rms); *ngroups and b->nw (the gradient arrays' length) from
+ * the case's kind. */
+static int bw_run(const char *kind, bw_case_t *b, size_t lo, size_t hi,
+                  double *gw, double *gb, int64_t *ngroups) {
+  fx_case_t *c = &b->c;
+  const norm_tensor_t *w = c->has_weight ? &c->weight : NULL;
+  norm_grads_t gr = {gw, gb};
+  if (strcmp(kind, "layer") == 0 || strcmp(kind, "rms") == 0) {
+    int nd = normalized_ndim(c);
+    b->nw = 1;
+    for (int i = c->x.rank - nd; i < c->x.rank; i++)
+      b->nw *= (size_t)c->x.shape[i];
+    if (strcmp(kind, "rms") == 0) {
+      norm_rms_params_t p = {nd, num_param(c, "eps")};
+      *ngroups = norm_rms_groups(&c->x, &p);
+      gr.bias = NULL;
+      return hi == 0 ? NORM_OK
+                     : norm_rms_backward_rows(&c->x, &b->dy, w, &p, &b->dx, &gr,
+                                              NULL, lo, hi);
+    }
+    norm_layer_params_t p;
+    p.normalized_ndim = nd;
+    p.eps = num_param(c, "eps");
+    p.variance = strcmp(str_param(c, "variance"), "unbiased") == 0
+                     ? NORM_VAR_UNBIASED
+                     : NORM_VAR_BIASED;
+    p.eps_placement = strcmp(str_param(c, "eps_placement"), "outside_sqrt") == 0
+                          ? NORM_EPS_OUTSIDE_SQRT
+                          : NORM_EPS_INSIDE_SQRT;
+    *ngroups = norm_layer_groups(&c->x, &p);
+    return hi == 0 ? NORM_OK
+                   : norm_layer_backward_rows(&c->x, &b->dy, w, &p, &b->dx, &gr,
+                                              NULL, lo, hi);
+  }
+  b->nw = (size_t)c->x.shape[1];
+  if (strcmp(kind, "batch") == 0) {
+    norm_batch_params_t p;
+    memset(&p, 0, sizeof p);
+    p.mode = strcmp(str_param(c, "mode"), "eval") == 0 ? NORM_EVAL : NORM_TRAIN;
+    p.eps = num_param(c, "eps");
+    p.momentum = num_param(c, "momentum");
+    const norm_tensor_t *rm = c->has_running ? &c->rmean : NULL;
+    const norm_tensor_t *rv = c->has_running ? &c->rvar : NULL;
+    *ngroups = norm_batch_groups(&c->x);
+    return hi == 0 ? NORM_OK
+                   : norm_batch_backward_rows(&c->x, &b->dy, w, rm, rv, &p,
+                                              &b->dx, &gr, NULL, lo, hi);
+  }
+  if (strcmp(kind, "group") == 0) {
+    norm_group_params_t p = {(int64_t)num_param(c, "num_groups"),
+                             num_param(c, "eps")};
+    *ngroups = norm_group_groups(&c->x, &p);
+    return hi == 0 ? NORM_OK
+                   : norm_group_backward_rows(&c->x, &b->dy, w, &p, &b->dx, &gr,
+                                              NULL, lo, hi);
+  }
+  ck_assert_msg(strcmp(kind, "instance") == 0, "%s: unknown kind %s", c->name,
+                kind);
+  norm_instance_params_t p = {num_param(c, "eps")};
+  *ngroups = norm_instance_groups(&c->x);
+  return hi == 0 ? NORM_OK
+                 : norm_instance_backward_rows(&c->x, &b->dy, w, &p, &b->dx,
+                                               &gr, NULL, lo, hi);
+}
+
+static void bw_failure(bw_tally_t *t, const bw_case_t *b, const char *msg) {
+  t->failures++;
+  if (t->failures <= MAX_REPORTED)
+    printf("torch fixtures: FAIL backward case %zu '%s': %s\n", b->c.index,
+           b->c.name, msg);
+  if (t->first[0] == '\0')
+    snprintf(t->first, sizeof t->first, "case %zu '%s': %s", b->c.index,
+             b->c.name, msg);
+}
+
+/* n values (from dx, or else arr) against expected tensor k of the case
+ * (with `exact`, against the case's "exact" one, when it has it). */
+static void bw_compare_to(bw_tally_t *t, const bw_case_t *b, int k,
+                          const norm_tensor_t *dx, const double *arr, size_t n,
+                          const char *how, int exact) {
+  const json_t *j = b->c.j;
+  const json_t *want = json_object_get(
+      json_object_get(j, exact ? "exact" : "expected"), bw_tensors[k]);
+  if (want == NULL) return; /* no weight: torch has no such gradient */
+  if (json_is_object(want)) want = json_object_get(want, "data");
+  char msg[300];
+  if (!json_is_array(want) || json_array_size(want) != n) {
+    snprintf(msg, sizeof msg, "%s: expected %zu values, fixture has %zu",
+             bw_tensors[k], n, json_array_size(want));
+    bw_failure(t, b, msg);
+    return;
+  }
+  double cond = json_number_value(json_object_get(j, "condition"));
+  double scale = json_number_value(
+      json_object_get(json_object_get(j, "scale"), bw_tensors[k]));
+  double tol = BW_TOL + BW_COND_TOL * cond;
+  for (size_t i = 0; i < n; i++) {
+    double w = json_number_value(json_array_get(want, i));
+    double g = dx != NULL ? elem_get(dx, i) : arr[i];
+    double e = g == w ? 0.0 : fabs(g - w) / fmax(fabs(w), BW_FLOOR * scale);
+    if (isnan(e)) e = INFINITY;
+    const char *src = str_field(j, "grad_source");
+    int vs_exact = exact || (src != NULL && strcmp(src, "exact") == 0);
+    double *worst = cond <= BW_WELL_CONDITIONED ? &t->worst[k]
+                    : vs_exact                  ? &t->worst_ill_exact
+                                                : &t->worst_ill_torch;
+    if (e > *worst) *worst = e;
+    if (!(e <= tol)) {
+      snprintf(msg, sizeof msg,
+               "%s%s[%zu] got %.17g want %.17g (rel err %.2e, allowed %.1e)",
+               bw_tensors[k], how, i, g, w, e, tol);
+      bw_failure(t, b, msg);
+    }
+  }
+}
+
+static void bw_compare(bw_tally_t *t, const bw_case_t *b, int k,
+                       const norm_tensor_t *dx, const double *arr, size_t n,
+                       const char *how) {
+  bw_compare_to(t, b, k, dx, arr, n, how, 0);
+  if (json_object_get(b->c.j, "exact") != NULL)
+    bw_compare_to(t, b, k, dx, arr, n, how, 1);
+}
+
+static void bw_check_case(bw_tally_t *t, const char *kind, bw_case_t *b) {
+  int64_t ng = -1;
+  char msg[300];
+  bw_run(kind, b, 0, 0, NULL, NULL, &ng); /* sizes only */
+  if (ng < 1) {
+    snprintf(msg, sizeof msg, "norm_%s_groups gave %lld", kind, (long long)ng);
+    bw_failure(t, b, msg);
+    return;
+  }
+  size_t nw = b->nw, groups = (size_t)ng, mid = groups / 2;
+  int rms = strcmp(kind, "rms") == 0;
+  b->gw = tu_doubles(nw);
+  b->gb = tu_doubles(nw);
+  int rc = bw_run(kind, b, 0, groups, b->gw, rms ? NULL : b->gb, &ng);
+  if (rc != NORM_OK) {
+    snprintf(msg, sizeof msg, "backward returned %d (%s)", rc,
+             norm_err_name(rc));
+    bw_failure(t, b, msg);
+    return;
+  }
+  bw_compare(t, b, 0, &b->dx, NULL, numel(&b->dx), "");
+  bw_compare(t, b, 1, NULL, b->gw, nw, "");
+  if (!rms) bw_compare(t, b, 2, NULL, b->gb, nw, "");
+  /* two _rows halves, gradient arrays of their own, summed */
+  double *w2 = tu_doubles(nw), *b2 = tu_doubles(nw);
+  double *w3 = tu_doubles(nw), *b3 = tu_doubles(nw);
+  memset(b->dx.data, 0, numel(&b->dx) * sizeof(double));
+  rc = bw_run(kind, b, 0, mid, w2, rms ? NULL : b2, &ng);
+  if (rc == NORM_OK)
+    rc = bw_run(kind, b, mid, groups, w3, rms ? NULL : b3, &ng);
+  if (rc != NORM_OK) {
+    snprintf(msg, sizeof msg, "backward halves returned %d (%s)", rc,
+             norm_err_name(rc));
+    bw_failure(t, b, msg);
+  } else {
+    for (size_t i = 0; i < nw; i++) w2[i] += w3[i], b2[i] += b3[i];
+    bw_compare(t, b, 0, &b->dx, NULL, numel(&b->dx), " (halves)");
+    bw_compare(t, b, 1, NULL, w2, nw, " (halves)");
+    if (!rms) bw_compare(t, b, 2, NULL, b2, nw, " (halves)");
+  }
+  tu_doubles_free(w2, nw), tu_doubles_free(b2, nw);
+  tu_doubles_free(w3, nw), tu_doubles_free(b3, nw);
+  double cond = json_number_value(json_object_get(b->c.j, "condition"));
+  if (cond > BW_WELL_CONDITIONED) t->ill_cases++;
+  if (cond > t->max_condition) t->max_condition = cond;
+}
+
+START_TEST(test_backward_kind) {
+  const char *kind = kinds[_i];
+  bw_tally_t t;
+  memset(&t, 0, sizeof t);
+  json_t *root = load_fixtures();
+  const json_t *cases = json_object_get(root, "backward_cases");
+  ck_assert_msg(json_is_array(cases), "%s: no \"backward_cases\" array",
+                FIXTURE_PATH);
+  for (size_t i = 0; i < json_array_size(cases); i++) {
+    const json_t *j = json_array_get(cases, i);
+    const char *k = str_field(j, "kind");
+    if (k == NULL || strcmp(k, kind) != 0) continue;
+    bw_case_t b;
+    bw_load(&b, j, i);
+    bw_check_case(&t, kind, &b);
+    bw_free(&b);
+    t.cases++;
+  }
+  json_decref(root);
+  ck_assert_msg(t.cases > 0, "no %s backward cases in %s", kind, FIXTURE_PATH);
+  printf("torch fixtures: %s backward worst rel err %.1e over %d "
+         "well-conditioned cases (grad_input %.1e, grad_weight %.1e",
+         kind, fmax(t.worst[0], fmax(t.worst[1], t.worst[2])),
+         t.cases - t.ill_cases, t.worst[0], t.worst[1]);
+  if (strcmp(kind, "rms") != 0) printf(", grad_bias %.1e", t.worst[2]);
+  printf(")");
+  if (t.ill_cases > 0)
+    printf("; %d ill-conditioned (|mean| rstd up to %.1e: |mean| >> std, "
+           "constant groups): %.1e vs torch, %.1e vs the exact gradients",
+           t.ill_cases, t.max_condition, t.worst_ill_torch, t.worst_ill_exact);
+  printf("\n");
+  fflush(stdout);
+  ck_assert_msg(t.failures == 0, "%s backward: %d mismatches; first: %s", kind,
+                t.failures, t.first);
+}
+END_TEST
+
 START_TEST(test_kind_rows) { check_kind(kinds[_i], 1); }
 END_TEST
 
@@ -479,5 +765,8 @@ Suite *torch_fixtures_suite(void) {
   TCase *rows = tcase_create("Rows");
   tcase_add_loop_test(rows, test_kind_rows, 0, (int)NKINDS);
   suite_add_tcase(s, rows);
+  TCase *backward = tcase_create("Backward");
+  tcase_add_loop_test(backward, test_backward_kind, 0, (int)NKINDS);
+  suite_add_tcase(s, backward);
   return s;
 }
