@@ -33,6 +33,12 @@ post /v1/norm/rms '{"input": [[1, 2, 3, 4, 5], [2, 4, 6, 8, 10]], "weight": [1, 
 post /v1/norm/batch '{"input": [[1, 2], [3, 4], [5, 9]], "running_mean": [0, 0], "running_var": [1, 1], "momentum": 0.1}'
 post /v1/norm/group '{"input": {"shape": [1, 4, 2], "data": [1, 2, 3, 4, 5, 6, 7, 8]}, "num_groups": 2}'
 post /v1/norm/instance '{"input": {"shape": [1, 2, 3], "data": [1, 2, 3, 10, 20, 30]}}'
+# the backward passes: the forward's request plus grad_output (d loss / d output)
+post /v1/norm/layer/backward '{"input": [[1, 2, 3, 4, 5], [2, 4, 6, 8, 10]], "grad_output": [[1, 0, 0, 0, 0], [0, 0, 0, 0, 1]]}'
+post /v1/norm/rms/backward '{"input": [[1, 2, 3, 4, 5], [2, 4, 6, 8, 10]], "grad_output": [[1, 0, 0, 0, 0], [0, 0, 0, 0, 1]], "weight": [1, 1, 1, 1, 2]}'
+post /v1/norm/batch/backward '{"input": [[1, 2], [3, 4], [5, 9]], "grad_output": [[1, 0], [0, 1], [0, 0]], "weight": [2, 3], "bias": [0, 1]}'
+post /v1/norm/group/backward '{"input": {"shape": [1, 4, 2], "data": [1, 2, 3, 4, 5, 6, 7, 8]}, "grad_output": {"shape": [1, 4, 2], "data": [1, 0, 0, 0, 0, 0, 0, 1]}, "num_groups": 2, "weight": [1, 1, 2, 2], "bias": [0, 0, 0, 1]}'
+post /v1/norm/instance/backward '{"input": {"shape": [1, 2, 3], "data": [1, 2, 3, 10, 20, 30]}, "grad_output": {"shape": [1, 2, 3], "data": [1, 0, 0, 0, 1, 0]}, "weight": [1, 2], "bias": [0, 1]}'
 post /v1/moments '{"input": [[1, 2], [3, 4], [5, 9]], "layout": "channels"}'
 post /v1/moments/merge '{"parts": [{"count": [5], "mean": [3], "m2": [10]}, {"count": [5], "mean": [6], "m2": [40]}]}'
 post /v1/residual/simulate '{"tokens": 4, "d": 8, "layers": 3}'
@@ -105,3 +111,5 @@ show "GET /v2/models/layer_norm" "$URL/v2/models/layer_norm"
 show "GET /v2/models/layer_norm/versions/1" "$URL/v2/models/layer_norm/versions/1"
 post /v2/models/layer_norm/infer '{"id": "textbook-1", "inputs": [{"name": "input", "shape": [2, 5], "datatype": "FP32", "data": [1, 2, 3, 4, 5, 2, 4, 6, 8, 10]}]}'
 post /v2/models/group_norm/versions/1/infer '{"inputs": [{"name": "input", "shape": [1, 4, 2], "datatype": "FP64", "data": [1, 2, 3, 4, 5, 6, 7, 8]}], "parameters": {"num_groups": 2}}'
+show "GET /v2/models/layer_norm_backward" "$URL/v2/models/layer_norm_backward"
+post /v2/models/layer_norm_backward/infer '{"inputs": [{"name": "input", "shape": [2, 5], "datatype": "FP32", "data": [1, 2, 3, 4, 5, 2, 4, 6, 8, 10]}, {"name": "grad_output", "shape": [2, 5], "datatype": "FP32", "data": [1, 0, 0, 0, 0, 0, 0, 0, 0, 1]}]}'
