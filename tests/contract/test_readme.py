@@ -1,10 +1,13 @@
 """README.md's "The API by example" has no numbers of its own: every curl
 body there is an example of api/openapi.yaml for that route, every JSON
 answer shown is that example's documented answer, and every command, run
-against the live daemon, answers as documented."""
+against the live daemon, answers as documented. Its Python blocks run too
+(with /usr/bin/python3, the daemon's URL for http://localhost:8080) and
+must exit 0."""
 import json
 import re
 import shlex
+import subprocess
 from urllib.parse import parse_qsl, urlsplit
 
 import pytest
@@ -109,7 +112,22 @@ CASES = commands()
 
 def test_the_section_has_examples():
     assert len(CASES) >= 10
-    assert all(lang in ("sh", "json") for lang, _ in blocks(api_section()))
+    assert all(lang in ("sh", "json", "python")
+               for lang, _ in blocks(api_section()))
+
+
+PYTHON = [text for lang, text in blocks(api_section()) if lang == "python"]
+
+
+@pytest.mark.parametrize("code", PYTHON,
+                         ids=["python-%d" % i for i in range(len(PYTHON))])
+def test_readme_python(normd, code):
+    assert "http://localhost:8080" in code, "a Python block that calls no daemon"
+    r = subprocess.run(["/usr/bin/python3", "-"], input=code.replace(
+        "http://localhost:8080", normd.url), capture_output=True, text=True,
+        timeout=120, cwd=cl.REPO_ROOT)
+    assert r.returncode == 0, "README Python block exited %d:\n%s\n%s" % (
+        r.returncode, r.stdout[-3000:], r.stderr[-3000:])
 
 
 @pytest.mark.parametrize("args,shown", CASES,
