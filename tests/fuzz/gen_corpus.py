@@ -16,16 +16,22 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "corpus"
 
-# op_t values (server/request.h)
-LAYER, RMS, BATCH, GROUP, INSTANCE, MOMENTS, MERGE, RESIDUAL = range(8)
+# op_t values (the order of OPS_MAP in server/ops.h; OP_COUNT is 13, so
+# every op fits the selectors' four op bits)
+(LAYER, RMS, BATCH, GROUP, INSTANCE, MOMENTS, MERGE, RESIDUAL,
+ LAYER_BW, RMS_BW, BATCH_BW, GROUP_BW, INSTANCE_BW) = range(13)
+BACKWARD = {LAYER_BW: LAYER, RMS_BW: RMS, BATCH_BW: BATCH, GROUP_BW: GROUP,
+            INSTANCE_BW: INSTANCE}  # backward op -> its forward
 V2 = 0x80
 
 PATHS = {LAYER: "/v1/norm/layer", RMS: "/v1/norm/rms", BATCH: "/v1/norm/batch",
          GROUP: "/v1/norm/group", INSTANCE: "/v1/norm/instance",
          MOMENTS: "/v1/moments", MERGE: "/v1/moments/merge",
          RESIDUAL: "/v1/residual/simulate"}
+PATHS.update({bw: PATHS[fw] + "/backward" for bw, fw in BACKWARD.items()})
 MODELS = {LAYER: "layer_norm", RMS: "rms_norm", BATCH: "batch_norm",
           GROUP: "group_norm", INSTANCE: "instance_norm"}
+MODELS.update({bw: MODELS[fw] + "_backward" for bw, fw in BACKWARD.items()})
 
 
 def js(obj):
@@ -85,10 +91,81 @@ V1 = {
         {"tokens": 4, "d": 8, "layers": 3, "norm": "rms", "placement": "both",
          "seed": 7, "gain": 1.5, "eps": 1e-5},
     ],
+    # the backward passes: the forward's fields plus grad_output
+    LAYER_BW: [
+        {"input": [[1, 2, 3, 4, 5], [2, 4, 6, 8, 10]],
+         "grad_output": [[1, 0, 0, 0, 0], [0, 0, 0, 0, 1]],
+         "weight": [1, 2, 3, 4, 5], "bias": [0, 0, 0, 0, 0.5]},
+        {"input": {"shape": [2, 3], "dtype": "float16",
+                   "data": [1, 2, 3, "NaN", 5, 5]},
+         "grad_output": {"shape": [2, 3], "dtype": "bfloat16",
+                         "data": [1, "Infinity", 0, 1, 2, 3]},
+         "variance": "unbiased", "eps_placement": "outside_sqrt", "eps": 0,
+         "output_dtype": "float64", "explain": True,
+         "return": ["grad_input", "steps"]},
+        {"input": [[1, 2, 3]], "grad_output": [1, 0, 0]},
+        {"input": [[1, 2, 3]], "grad_output": [[1, 0, 0]], "weight": [1, 2]},
+    ],
+    RMS_BW: [
+        {"input": {"shape": [1, 2, 2], "data": [0, 0, 0, 0]},
+         "grad_output": {"shape": [1, 2, 2], "dtype": "float64",
+                         "data": [1, 2, 3, 4]},
+         "normalized_shape": [2, 2], "weight": [[1, 2], [3, 4]], "eps": 0,
+         "return": "grad_weight"},
+    ],
+    BATCH_BW: [
+        {"input": [[1, 2], [3, 4], [5, 9]],
+         "grad_output": [[1, 0], [0, 1], [0, 0]], "weight": [2, 3],
+         "bias": [0, 1], "running_mean": [0, 0], "running_var": [1, 1],
+         "momentum": None},
+        {"input": [[1, 2], [3, 4]], "grad_output": [[1, 0], [0, 1]],
+         "mode": "eval", "running_mean": [2, 3], "running_var": [1, 1],
+         "explain": True},
+        {"input": {"shape": [2, 2, 2], "data": [1, 2, 3, 4, 5, 6, 7, 8]},
+         "grad_output": {"shape": [2, 2, 2], "data": [1, 0, 0, 0, 0, 0, 0, 1]},
+         "mode": "given", "mean": [1, 2], "var": [1, 4], "bias": [1, 0]},
+    ],
+    GROUP_BW: [
+        {"input": {"shape": [1, 4, 2], "data": [1, 2, 3, 4, 5, 6, 7, 8]},
+         "grad_output": {"shape": [1, 4, 2], "data": [1, 0, 0, 0, 0, 0, 0, 1]},
+         "num_groups": 2, "weight": [1, 1, 2, 2], "bias": [0, 0, 0, 1],
+         "binary_data_output": True},
+        {"input": [[[1, 2]], [[3, 4]]], "grad_output": [[[1, 0]], [[0, 1]]]},
+    ],
+    INSTANCE_BW: [
+        {"input": {"shape": [1, 2, 3], "data": [1, 2, 3, 10, 20, 30]},
+         "grad_output": {"shape": [1, 2, 3], "data": [1, 0, 0, 0, 1, 0]},
+         "weight": [1, 2], "bias": [0, 1], "return": ["grad_weight", "stats"]},
+    ],
+}
+
+# Long numeric arrays in the number forms the JSON fast path parses
+# (exponents, signed zero, the proto3 strings, a float32 overflow).
+NUMS = b'1.5,-0.25,3e-2,-4E+1,0,-0,12345.678,"NaN","-Infinity",1e39'
+FAST = {
+    "v1_fast_data": bytes([LAYER]) + b'{"input":{"shape":[2,10],"dtype":"float32","data":[' +
+        NUMS + b"," + NUMS + b']},"weight":[' + NUMS + b"]}",
+    "v1_fast_f64": bytes([LAYER]) + b'{"input":{"shape":[20],"dtype":"float64","data":[' +
+        NUMS + b"," + NUMS + b"]}}",
+    "v1_fast_nested": bytes([LAYER]) + b'{"input":[[' + NUMS + b"],[" + NUMS +
+        b']],"eps":1e-3}',
+    "v2_fast_data": bytes([LAYER | V2]) + b'{"inputs":[{"name":"input","shape":[2,10],'
+        b'"datatype":"FP16","data":[' + NUMS + b"," + NUMS + b"]}]}",
+    "v1_fast_backward": bytes([LAYER_BW]) + b'{"input":{"shape":[2,10],"data":[' + NUMS +
+        b"," + NUMS + b']},"grad_output":{"shape":[2,10],"dtype":"float16","data":[' +
+        NUMS + b"," + NUMS + b"]}}",
 }
 
 # ---- /v2 (KServe v2) JSON bodies ---------------------------------------------
 def v2_body(op):
+    if op in BACKWARD:
+        body = v2_body(BACKWARD[op])
+        x = body["inputs"][0]
+        body["inputs"].insert(1, dict(x, name="grad_output", datatype="FP32"))
+        body["outputs"] = [{"name": "grad_input"},
+                           {"name": "grad_weight" if op != LAYER_BW else "grad_input",
+                            "parameters": {"binary_data": True}}]
+        return body
     inputs = [{"name": "input", "shape": [2, 3], "datatype": "FP32",
                "data": [1, 2, 3, 4, 5, 6]}]
     params = {"eps": 1e-5}
@@ -167,6 +244,36 @@ FRAMED = {
         js({"input": [[1, 2], [3, 4]]}) + b"xx",
     "no_header_length": bytes([INSTANCE | 0x10, 0, 0]) +
         js({"input": [[[1, 2]]]}),
+    # the backward passes: input, grad_output, weight, bias binary
+    "layer_backward_binary": framed(LAYER_BW, {
+        "input": {"shape": [2, 3], "dtype": "float32",
+                  "parameters": {"binary_data_size": 24}},
+        "grad_output": {"shape": [2, 3], "dtype": "float16",
+                        "parameters": {"binary_data_size": 12}},
+        "weight": {"shape": [3], "parameters": {"binary_data_size": 12}},
+        "bias": [0, 0, 1]},
+        F32(1, 2, 3, 4, 5, 6) + struct.pack("<6e", 1, 0, 0, 0, 0, 1) +
+        F32(1, 2, 3)),
+    "batch_backward_eval_binary": framed(BATCH_BW, {
+        "input": {"shape": [2, 2], "parameters": {"binary_data_size": 16}},
+        "grad_output": {"shape": [2, 2], "parameters": {"binary_data_size": 16}},
+        "running_mean": {"shape": [2], "parameters": {"binary_data_size": 8}},
+        "running_var": {"shape": [2], "parameters": {"binary_data_size": 8}},
+        "mode": "eval", "return": ["grad_input", "steps"]},
+        F32(1, 2, 3, 4) + F32(1, 0, 0, 1) + F32(0, 0) + F32(1, 1)),
+    "group_backward_short": framed(GROUP_BW, {
+        "input": {"shape": [1, 2, 2], "parameters": {"binary_data_size": 16}},
+        "grad_output": {"shape": [1, 2, 2], "parameters": {"binary_data_size": 16}},
+        "num_groups": 1}, F32(1, 2, 3, 4) + F32(1, 0)),
+    "v2_instance_backward_binary": framed(INSTANCE_BW | V2, {
+        "inputs": [{"name": "input", "shape": [1, 2, 2], "datatype": "FP32",
+                    "parameters": {"binary_data_size": 16}},
+                   {"name": "grad_output", "shape": [1, 2, 2], "datatype": "BF16",
+                    "parameters": {"binary_data_size": 8}},
+                   {"name": "weight", "shape": [2], "datatype": "FP64",
+                    "data": [1, 2]}],
+        "parameters": {"binary_data_output": True}},
+        F32(1, 2, 3, 5) + struct.pack("<4H", 0x3F80, 0, 0, 0x3F80)),
 }
 
 # ---- query strings (selector: op | body << 4) --------------------------------
@@ -183,6 +290,8 @@ QUERIES = {
     "instance": (INSTANCE | 3 << 4, "bias=%30,1&eps=1e-5"),
     "moments": (MOMENTS | 2 << 4, "layout=rows&normalized_shape=6"),
     "escapes": (LAYER, "%65ps=%31e-3&return=%00&x&=1&return"),
+    # a backward takes no .npy body (415), whatever the query says
+    "layer_backward": (LAYER_BW, "eps=0.5&return=grad_input,steps&grad_output=1,0"),
 }
 
 # ---- config (selector: mode) ----------------------------------------------
@@ -256,6 +365,9 @@ def main():
         json_seeds["v2_op%d" % op] = bytes([op | V2]) + js(v2_body(op))
     json_seeds["malformed"] = bytes([LAYER]) + b'{"input": [1, 2,'
     json_seeds["deep"] = bytes([LAYER]) + b'{"input":' + b"[" * 40 + b"1" + b"]" * 40 + b"}"
+    json_seeds["v1_backward_accept_framed"] = bytes([GROUP_BW | 1 << 4]) + js(V1[GROUP_BW][0])
+    json_seeds["v1_backward_accept_npy"] = bytes([LAYER_BW | 2 << 4]) + js(V1[LAYER_BW][0])
+    json_seeds.update(FAST)
     write("json", json_seeds)
     write("npy", NPYS)
     write("framed", FRAMED)
