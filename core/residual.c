@@ -3,6 +3,7 @@
  * not a kernel, and the sizes are bounded. */
 #include "residual.h"
 
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -271,7 +272,7 @@ int norm_residual_gradients(const norm_residual_params_t *p, double *workspace,
   norm_residual_readout(p, wout, label_of);
   double total = 0.0;
   for (size_t t = 0; t < T; t++) {
-    double *lg = logits + t * C, top = -INFINITY, sum = 0.0;
+    double *lg = logits + t * C, top = -DBL_MAX, sum = 0.0;
     for (size_t c = 0; c < C; c++) {
       lg[c] = dot(wout + c * d, Z + t * d, d);
       if (lg[c] > top) top = lg[c];

@@ -94,6 +94,8 @@ struct kernel {
    * view it as rows of a 2-D (groups, run) tensor. */
   int contiguous_groups;
   int rms; /* statistics are rms and rstd (no mean and var) */
+  /* Per-channel weight and bias, shape (C); else the normalized shape. */
+  int channel_affine;
 };
 
 /* A backward's part of run_backward: its kernel over a range of groups
@@ -286,7 +288,7 @@ static void layer_layout(const request_t *req, const norm_tensor_t *x,
                          result_t *res, norm_moments_params_t *out) {
   rows_layout(req->layer.normalized_ndim, x, res, out);
 }
-static const kernel_t layer_kernel = {layer_groups, layer_rows, layer_layout, 0, 0};
+static const kernel_t layer_kernel = {layer_groups, layer_rows, layer_layout, 0, 0, 0};
 static int compute_layer(const request_t *req, result_t *res, problem_t *prob) {
   return run_norm(req, res, prob, &layer_kernel, (split_t){0});
 }
@@ -301,7 +303,7 @@ static void rms_layout(const request_t *req, const norm_tensor_t *x,
                        result_t *res, norm_moments_params_t *out) {
   rows_layout(req->rms.normalized_ndim, x, res, out);
 }
-static const kernel_t rms_kernel = {rms_groups, rms_rows, rms_layout, 0, 1};
+static const kernel_t rms_kernel = {rms_groups, rms_rows, rms_layout, 0, 1, 0};
 static int compute_rms(const request_t *req, result_t *res, problem_t *prob) {
   return run_norm(req, res, prob, &rms_kernel, (split_t){0});
 }
@@ -348,7 +350,7 @@ static norm_batch_params_t batch_params(const request_t *req) {
 }
 
 static const kernel_t batch_kernel = {batch_groups, batch_rows, channel_layout,
-                                      0, 0};
+                                      0, 0, 1};
 
 static int compute_batch(const request_t *req, result_t *res, problem_t *prob) {
   norm_batch_params_t p = batch_params(req);
@@ -381,7 +383,7 @@ static void group_layout(const request_t *req, const norm_tensor_t *x,
   res->stats_shape[0] = x->shape[0];
   res->stats_shape[1] = req->group.num_groups;
 }
-static const kernel_t group_kernel = {group_groups, group_rows, group_layout, 1, 0};
+static const kernel_t group_kernel = {group_groups, group_rows, group_layout, 1, 0, 1};
 static int compute_group(const request_t *req, result_t *res, problem_t *prob) {
   return run_norm(req, res, prob, &group_kernel, (split_t){0});
 }
@@ -401,7 +403,7 @@ static void instance_layout(const request_t *req, const norm_tensor_t *x,
   stats_shape_prefix(res, x, 2);
 }
 static const kernel_t instance_kernel = {instance_groups, instance_rows,
-                                         instance_layout, 1, 0};
+                                         instance_layout, 1, 0, 1};
 static int compute_instance(const request_t *req, result_t *res,
                             problem_t *prob) {
   return run_norm(req, res, prob, &instance_kernel, (split_t){0});
@@ -419,6 +421,21 @@ static int grad_tensor(norm_tensor_t *out, const norm_tensor_t *like,
   if (out->data == NULL) return -1;
   for (size_t i = 0; i < n; i++) norm_tensor_set(out, i, sums[i]);
   return 0;
+}
+
+/* Whether t has the affine shape of the norm on x: (C) for the channel
+ * norms, the normalized (trailing) dims for layer and RMS norm; *numel its
+ * element count. */
+static int affine_shaped(const request_t *req, const kernel_t *k,
+                         const norm_tensor_t *x, const norm_tensor_t *t,
+                         size_t *numel) {
+  int rank = k->channel_affine
+                 ? 1
+                 : (k->rms ? req->rms.normalized_ndim : req->layer.normalized_ndim);
+  const int64_t *dims = k->channel_affine ? &x->shape[1] : x->shape + x->rank - rank;
+  return x->rank >= rank && norm_tensor_check(t, numel, NULL) == NORM_OK &&
+         t->rank == rank &&
+         memcmp(t->shape, dims, (size_t)rank * sizeof dims[0]) == 0;
 }
 
 /* The path every backward takes: grad_input into the result's output (over
@@ -442,9 +459,12 @@ static int run_backward(const request_t *req, result_t *res, problem_t *prob,
   if (err != NORM_OK) return problem_from_norm(prob, err, "grad_output");
   const norm_tensor_t *w = req->weight.present ? &req->weight.t : NULL;
   const norm_tensor_t *b = req->bias.present ? &req->bias.t : NULL;
-  if (w && norm_tensor_check(w, &nw, NULL) != NORM_OK)
+  /* The weight and bias gradients are sized from their tensors, which must
+   * have the forward's affine shape (core checks the weight's again; the
+   * bias only says a gradient is wanted, so its shape is checked here). */
+  if (w && !affine_shaped(req, k->forward, x, w, &nw))
     return problem_from_norm(prob, NORM_E_WEIGHT, "weight");
-  if (b && norm_tensor_check(b, &nb, NULL) != NORM_OK)
+  if (b && !affine_shaped(req, k->forward, x, b, &nb))
     return problem_from_norm(prob, NORM_E_BIAS, "bias");
 
   res->output = *x;

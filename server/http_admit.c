@@ -9,6 +9,7 @@
 #include <strings.h>
 
 #include "http_internal.h"
+#include "kserve.h"
 #include "service.h"
 
 /* A compute request crossing the pool. The HTTP thread creates it and moves
@@ -270,11 +271,11 @@ void http__first_call(request_state_t *rs, const char *url,
   }
   if (rs->route->kserve && strstr(rs->route->path, "{model}") &&
       !rs->match.model_known) {
-    http__problem_now(rs, PROBLEM_UNKNOWN_MODEL,
-                      "unknown model or version: \"%s\" (models: layer_norm, "
-                      "rms_norm, batch_norm, group_norm, instance_norm; "
-                      "version 1)",
-                      rs->match.model);
+    char detail[1024];
+    snprintf(detail, sizeof detail,
+             "unknown model or version: \"%s\" (models: %s; version 1)",
+             rs->match.model, kserve_model_list());
+    http__problem_now(rs, PROBLEM_UNKNOWN_MODEL, "%s", detail);
     return;
   }
   if (!router_allows(rs->route, method)) {

@@ -44,9 +44,14 @@ static int takes(op_t op, const codec_t *c) {
 
 /* What op answers, for a 406 detail. */
 static const char *answers_text(op_t op) {
-  return formats[op].answers == codecs_all
-             ? "application/json, application/octet-stream or "
-               "application/x-npy"
+  op_kind_t kind = op_info(op)->kind;
+  if (formats[op].answers == codecs_all)
+    return "application/json, application/octet-stream or application/x-npy";
+  /* framed answers carry tensors: a backward's gradients; moments and the
+   * experiment answer a framed Accept with JSON */
+  return kind == OP_KIND_BACKWARD
+             ? "application/json or application/octet-stream (there is no "
+               ".npy form: its answer holds several tensors)"
              : "application/json only (there is no .npy form)";
 }
 

@@ -15,6 +15,8 @@
  * parameter "binary_data_output": true for all, which an output's own
  * "binary_data" overrides). A "model_name" in the request (as in the binary
  * data extension's example) must name the URL's model. */
+#include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "codec.h"
@@ -55,6 +57,24 @@ int kserve_model_op(const char *model, op_t *op) {
 const char *kserve_model_name(op_t op) {
   const char *name = (unsigned)op < OP_COUNT ? op_info(op)->model : NULL;
   return name != NULL ? name : "unknown";
+}
+
+static char model_list[512];
+static pthread_once_t model_list_once = PTHREAD_ONCE_INIT;
+
+static void model_list_build(void) {
+  size_t o = 0;
+  for (int i = 0; i < OP_COUNT; i++) {
+    const char *name = op_info((op_t)i)->model;
+    if (name != NULL && o < sizeof model_list)
+      o += (size_t)snprintf(model_list + o, sizeof model_list - o, "%s%s",
+                            o ? ", " : "", name);
+  }
+}
+
+const char *kserve_model_list(void) {
+  pthread_once(&model_list_once, model_list_build);
+  return model_list;
 }
 
 static const char *v2_datatype(norm_dtype_t dtype) {

@@ -10,6 +10,9 @@
 int kserve_model_op(const char *model, op_t *op);
 /* OP_LAYER -> "layer_norm"; "unknown" for ops that are not models. */
 const char *kserve_model_name(op_t op);
+/* Every model's name, comma-separated ("layer_norm, rms_norm, ..."): a
+ * static string, built once from the operation list. Thread-safe. */
+const char *kserve_model_list(void);
 /* GET /v2/models/{model}: name, versions, platform, inputs, outputs. */
 void kserve_model_metadata(op_t op, buf_t *b);
 

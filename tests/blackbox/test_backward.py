@@ -1060,8 +1060,6 @@ BIAS_SHAPE = [
 ]
 
 
-@pytest.mark.xfail(strict=True, reason="server bug: a backward's bias shape is "
-                   "not checked (422 bias_shape expected)")
 @pytest.mark.parametrize("norm,body", BIAS_SHAPE,
                          ids=["%d-%s" % (i, c[0]) for i, c in enumerate(BIAS_SHAPE)])
 def test_bias_shape_is_checked(make_daemon, norm, body):
