@@ -24,9 +24,10 @@ static int64_t workspace(const norm_residual_params_t *p, int gradients,
     return problem_set(prob, PROBLEM_SIMULATION_TOO_LARGE, "layers",
                        gradients
                            ? "layers x tokens x d x d must stay under %lld, "
-                             "and with gradients the activations of every "
-                             "block (about 3 x layers x tokens x d doubles) "
-                             "under %lld doubles"
+                             "and with gradients the workspace (about 3 x "
+                             "layers x tokens x d + 4 x d x d doubles, for "
+                             "every block's activations and one block's "
+                             "weights and their gradients) under %lld doubles"
                            : "layers x tokens x d x d must stay under %lld",
                        (long long)NORM_RESIDUAL_MAX_WORK,
                        (long long)NORM_RESIDUAL_MAX_GRAD_WORKSPACE);
