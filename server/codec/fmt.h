@@ -1,7 +1,8 @@
 /* fmt.h -- exact number text for the wire, both ways: the shortest decimal
  * that reads back to the same float32 / float64 bits, the correctly rounded
- * value of a JSON number's text, and the non-finite spellings shared by
- * every JSON codec ("NaN", "Infinity", "-Infinity"). */
+ * float64 / float32 / float16 / bfloat16 value of a JSON number's text, and
+ * the non-finite spellings shared by every JSON codec ("NaN", "Infinity",
+ * "-Infinity"). */
 #ifndef NORMD_FMT_H
 #define NORMD_FMT_H
 
@@ -37,6 +38,16 @@ size_t fmt_parse_double(const char *s, size_t len, double *out);
 /* The same for float32, rounded once from the decimal (not via double). */
 size_t fmt_parse_float(const char *s, size_t len, float *out);
 
+/* The same for IEEE binary16 and bfloat16, stored as their bits: rounded
+ * once from the decimal (ties to even), including subnormals, overflow to
+ * +-Infinity (a text at or above the midpoint past the largest finite value:
+ * 65520 for float16) and -0. The double of the text decides unless it is
+ * itself a midpoint between two neighbours in the format; then the text is
+ * compared with that midpoint exactly (rare: the text is the midpoint, or
+ * within half a double's ulp of it). */
+size_t fmt_parse_f16(const char *s, size_t len, uint16_t *out);
+size_t fmt_parse_bf16(const char *s, size_t len, uint16_t *out);
+
 /* Whether (float)d, for a double d that is the correctly rounded double of
  * some exact value, is also that value correctly rounded to float32 (so
  * rounding twice loses nothing): 1 unless d is a midpoint between two
@@ -52,6 +63,37 @@ static inline int fmt_float_from_double_exact(double d) {
   memcpy(&b, &d, sizeof b);
   double mag = d < 0 ? -d : d;
   return (b & ((1ull << 29) - 1)) != 1ull << 28 && !(mag < 0x1p-126 && mag != 0);
+}
+
+/* Whether d, the correctly rounded double of some exact value, rounds to
+ * the same value in a format of sig_bits significand bits (hidden one
+ * included) and normal exponents emin..emax as that exact value does: 1
+ * unless d is a midpoint between two neighbours in the format. Every such
+ * midpoint is a double (these formats lie far inside double's normal
+ * range), and rounding to double is monotone: it keeps the exact value on
+ * the same side of each midpoint, and lands on one only from within half
+ * a double's ulp. Zero, infinities, NaN, doubles below half the format's
+ * smallest subnormal and above its binades are exact. */
+static inline int fmt__narrow_exact(double d, int sig_bits, int emin,
+                                    int emax) {
+  uint64_t b;
+  memcpy(&b, &d, sizeof b);
+  int field = (int)(b >> 52 & 0x7ff);
+  if (field == 0 || field == 0x7ff) return 1;
+  int e = field - 1023;
+  if (e > emax) return 1; /* infinity in the format, from either side */
+  /* the bits of d's 53-bit significand below the format's last one */
+  int drop = 53 - sig_bits + (e < emin ? emin - e : 0);
+  if (drop > 53) return 1;
+  uint64_t sig = (b & ((1ull << 52) - 1)) | 1ull << 52;
+  return (sig & ((1ull << drop) - 1)) != 1ull << (drop - 1);
+}
+/* The float16 and bfloat16 cases; inline, as fmt_float_from_double_exact. */
+static inline int fmt_f16_from_double_exact(double d) {
+  return fmt__narrow_exact(d, 11, -14, 15);
+}
+static inline int fmt_bf16_from_double_exact(double d) {
+  return fmt__narrow_exact(d, 8, -126, 127);
 }
 
 /* Parses a non-finite spelling ("NaN", "Infinity", "-Infinity", also

@@ -1,8 +1,9 @@
 /* fmt_parse.c -- parsing exact number text: a JSON number's text to the
  * correctly rounded float64 / float32, bit for bit what strtod / strtof
- * give (fmt_parse_double, fmt_parse_float), and the non-finite spellings
- * (fmt_parse_nonfinite). Printing, the other direction, is in fmt.c; what
- * both share (the bignum behind their tables, 128-bit helpers) is in
+ * give (fmt_parse_double, fmt_parse_float), to the correctly rounded
+ * float16 / bfloat16 (fmt_parse_f16, fmt_parse_bf16), and the non-finite
+ * spellings (fmt_parse_nonfinite). Printing, the other direction, is in fmt.c;
+ * what both share (the bignum behind their tables, 128-bit helpers) is in
  * fmt_internal.h. */
 #include "fmt.h"
 
@@ -23,7 +24,8 @@
  * "Number Parsing at a Gigabyte per Second", 2021): w times a 128-bit
  * truncation of 5^q, with a bound on the error that says when the product
  * decides the rounding. The rare text it cannot decide goes to strtod /
- * strtof.
+ * strtof. Half precision narrows that double, and compares the text with
+ * a midpoint exactly when the double is one (see fmt__narrow_exact).
  *
  * The table of 5^q (128 bits, for q < 0 from reciprocals) is computed
  * once, exactly, with fmt_internal.h's bignum (pthread_once).
@@ -206,6 +208,11 @@ typedef struct {
 static const binary_format_t binary64 = {53, 1023, 2047, POW10_MIN, POW10_MAX};
 /* 10^19 * 10^-65 is below half of 2^-149; 10^39 is above FLT_MAX */
 static const binary_format_t binary32 = {24, 127, 255, -64, 38};
+/* Narrowed from the double, not by Eisel-Lemire; the bounds would be:
+ * 10^19 * 10^-28 is below half of 2^-24 (10^-61, of 2^-133), 10^5 is above
+ * 65520 (10^39, bfloat16's largest midpoint) */
+static const binary_format_t binary16 = {11, 15, 31, -27, 4};
+static const binary_format_t bfloat16 = {8, 127, 255, -60, 38};
 
 /* Rounds X = w * 10^q, scaled so that it lies in [2^126, 2^128), to the
  * format, from an approximation g with g - 1 < X < g + hi (X = g when
@@ -395,6 +402,136 @@ static float slow_float(const char *s, size_t n) {
   return v;
 }
 
+/* ---- half precision: narrowing the double -------------------------------- */
+
+/* a = a / d, returning the remainder (d > 0). */
+static uint32_t big_divmod_small(fmt__big_t *a, uint32_t d) {
+  uint64_t r = 0;
+  for (int i = FMT__BIG_LIMBS - 1; i >= 0; i--) {
+    uint64_t cur = r << 32 | a->w[i];
+    a->w[i] = (uint32_t)(cur / d);
+    r = cur % d;
+  }
+  return (uint32_t)r;
+}
+
+/* The significant digits of m (finite, > 0, sig * 2^k with |k| small
+ * enough for the bignum: any midpoint of float16 or bfloat16) into digits,
+ * without trailing zeros, NUL-terminated; returns their count and stores in
+ * *point the power of ten of the place before the first: m = 0.d1d2... x
+ * 10^point. Exact: m is sig * 2^k or (sig * 5^-k) * 10^k. */
+#define MID_DIGITS 256 /* >= 32 * FMT__BIG_LIMBS * log10(2) */
+static int exact_digits(double m, char *digits, int64_t *point) {
+  int k;
+  uint64_t sig = (uint64_t)ldexp(frexp(m, &k), 53);
+  k -= 53;
+  int tz = __builtin_ctzll(sig);
+  sig >>= tz;
+  k += tz;
+  assert(k >= -300 && k <= 700); /* 5^300 and 2^700 times sig fit 832 bits */
+  fmt__big_t n = {{(uint32_t)sig, (uint32_t)(sig >> 32)}};
+  for (int i = 0; i < k; i++) fmt__big_shl1(&n);
+  for (int i = 0; i < -k; i++) fmt__big_mul_small(&n, 5);
+  char rev[MID_DIGITS];
+  int len = 0;
+  while (fmt__big_bits(&n) > 0) { /* nine digits at a time, lowest first */
+    uint32_t r = big_divmod_small(&n, 1000000000);
+    for (int i = 0; i < 9; i++, r /= 10) rev[len++] = (char)('0' + r % 10);
+  }
+  while (rev[len - 1] == '0') len--; /* the top chunk's leading zeros */
+  int start = 0;
+  while (rev[start] == '0') start++; /* trailing zeros */
+  int nd = 0;
+  for (int i = len - 1; i >= start; i--) digits[nd++] = rev[i];
+  digits[nd] = '\0';
+  *point = (int64_t)len + (k < 0 ? k : 0);
+  return nd;
+}
+
+/* The sign of |x| - m, for x the value of the JSON number text s[0, n)
+ * (already validated) and m an exact_digits double: both as 0.ddd x 10^p,
+ * the powers first, then digit by digit. Any length of text. */
+static int compare_text(const char *s, size_t n, double m) {
+  char md[MID_DIGITS];
+  int64_t mpoint;
+  int mlen = exact_digits(m, md, &mpoint);
+  const char *p = s, *end = s + n;
+  if (*p == '-') p++;
+  const char *mant = p;
+  while (p < end && (*p | 0x20) != 'e') p++;
+  const char *mant_end = p;
+  int64_t exp10 = 0;
+  if (p < end) { /* the validated exponent: e[+-]digits */
+    int exp_neg = *++p == '-';
+    if (*p == '+' || *p == '-') p++;
+    for (; p < end; p++)
+      if (exp10 < EXP_CAP) exp10 = exp10 * 10 + (*p - '0');
+    if (exp_neg) exp10 = -exp10;
+  }
+  /* the digits, the point skipped: 0.ddd x 10^(integer digits + exp10),
+   * then past the leading zeros */
+  const char *dot = memchr(mant, '.', (size_t)(mant_end - mant));
+  int64_t point = (dot ? dot : mant_end) - mant + exp10;
+  for (p = mant; p < mant_end && (*p == '0' || *p == '.'); p++)
+    point -= *p == '0';
+  if (p == mant_end) return -1; /* x = 0 */
+  if (point != mpoint) return point < mpoint ? -1 : 1;
+  int i = 0;
+  for (; p < mant_end; p++) {
+    if (*p == '.') continue;
+    if (i < mlen) {
+      if (*p != md[i]) return *p < md[i] ? -1 : 1;
+      i++;
+    } else if (*p != '0') {
+      return 1;
+    }
+  }
+  return i < mlen ? -1 : 0; /* md's last digit is not 0 */
+}
+
+/* The bits of d rounded to the 16-bit format f, to nearest; a midpoint d
+ * goes by `tie`, the sign of |x| - |d| for the exact value x that d stands
+ * for (0: x is that midpoint, to even). */
+static uint16_t narrow(double d, const binary_format_t *f, int tie) {
+  uint64_t b;
+  memcpy(&b, &d, sizeof b);
+  const int p = f->sig_bits, emin = 1 - f->bias,
+            emax = f->max_field - 1 - f->bias;
+  const uint32_t inf_bits = (uint32_t)f->max_field << (p - 1);
+  const uint16_t sign = (uint16_t)(b >> 63 << 15);
+  int field = (int)(b >> 52 & 0x7ff);
+  if (field == 0x7ff) /* infinity, or NaN (quiet) */
+    return sign | inf_bits | (b << 12 ? 1u << (p - 2) : 0);
+  if (field == 0) return sign; /* zero, or a double subnormal: far below */
+  int e = field - 1023;
+  if (e > emax) return sign | inf_bits;
+  int drop = 53 - p + (e < emin ? emin - e : 0); /* as fmt__narrow_exact */
+  if (drop > 53) return sign; /* below half the smallest subnormal */
+  uint64_t sig = (b & ((1ull << 52) - 1)) | 1ull << 52;
+  uint64_t kept = sig >> drop, rest = sig & ((1ull << drop) - 1);
+  uint64_t half = 1ull << (drop - 1);
+  if (rest > half || (rest == half && (tie > 0 || (tie == 0 && (kept & 1)))))
+    kept++;
+  /* kept's hidden bit adds 1 to the field; a carry out of the significand
+   * moves to the next binade, possibly infinity */
+  uint32_t v =
+      (e < emin ? 0 : (uint32_t)(e - emin) << (p - 1)) + (uint32_t)kept;
+  return sign | (uint16_t)(v < inf_bits ? v : inf_bits);
+}
+
+static size_t parse_half(const char *s, size_t len, const binary_format_t *f,
+                         uint16_t *out) {
+  double d;
+  size_t n = fmt_parse_double(s, len, &d);
+  if (n == 0) return 0;
+  int tie =
+      fmt__narrow_exact(d, f->sig_bits, 1 - f->bias, f->max_field - 1 - f->bias)
+          ? 0
+          : compare_text(s, n, fabs(d));
+  *out = narrow(d, f, tie);
+  return n;
+}
+
 /* ---- public -------------------------------------------------------------- */
 
 int fmt_parse_nonfinite(const char *s, double *out) {
@@ -453,4 +590,12 @@ size_t fmt_parse_float(const char *s, size_t len, float *out) {
   uint32_t b32 = (uint32_t)bits | (uint32_t)d.neg << 31;
   memcpy(out, &b32, sizeof b32);
   return n;
+}
+
+size_t fmt_parse_f16(const char *s, size_t len, uint16_t *out) {
+  return parse_half(s, len, &binary16, out);
+}
+
+size_t fmt_parse_bf16(const char *s, size_t len, uint16_t *out) {
+  return parse_half(s, len, &bfloat16, out);
 }

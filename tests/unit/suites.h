@@ -20,6 +20,7 @@
   X(residual)                                                                  \
   X(torch_fixtures)                                                            \
   X(fmt)                                                                       \
+  X(fmt_half)                                                                  \
   X(metrics)                                                                   \
   X(config)                                                                    \
   X(explain)                                                                   \
