@@ -265,6 +265,43 @@ double engine_scale(double var, double eps, double rstd) {
   return (var == 0.0 && eps == 0.0) ? 0.0 : rstd;
 }
 
+/* ---- reductions over a set of axes ---- */
+
+int engine_axes_init(axes_t *a, const norm_tensor_t *x, unsigned axes) {
+  if (axes == 0 || (x->rank < 32 && (axes >> x->rank) != 0)) return NORM_E_AXIS;
+  memset(a, 0, sizeof *a);
+  a->groups = a->count = 1;
+  size_t stride = 1;
+  for (int i = x->rank - 1; i >= 0; i--) { /* innermost first */
+    size_t d = (size_t)x->shape[i];
+    if (axes >> i & 1u) {
+      a->red_dim[a->nred] = d, a->red_stride[a->nred++] = stride;
+      a->count *= d;
+    } else {
+      a->kept_dim[a->nkept] = d, a->kept_stride[a->nkept++] = stride;
+      a->groups *= d;
+    }
+    stride *= d;
+  }
+  return NORM_OK;
+}
+
+/* The flat offset of the index `k` of the dims dim[0..n) (innermost first). */
+static size_t axes_offset(const size_t *dim, const size_t *stride, int n,
+                          size_t k) {
+  size_t off = 0;
+  for (int i = 0; i < n; i++) {
+    off += k % dim[i] * stride[i];
+    k /= dim[i];
+  }
+  return off;
+}
+
+size_t engine_axes_elem(const axes_t *a, size_t g, size_t j) {
+  return axes_offset(a->kept_dim, a->kept_stride, a->nkept, g) +
+         axes_offset(a->red_dim, a->red_stride, a->nred, j);
+}
+
 /* ---- checks ---- */
 
 int engine_check_eps(double eps) {

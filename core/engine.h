@@ -139,6 +139,25 @@ double engine_rstd(double var, double eps);
  * (var == 0) with eps == 0 gets 0, so its output is b rather than NaN. */
 double engine_scale(double var, double eps, double rstd);
 
+/* The elements of a reduction over an arbitrary set of axes (Lp and
+ * mean-variance norm): bit i of `axes` set = dim i is reduced. Group g is
+ * one index of the kept dims (row-major over them, so groups = their
+ * product), element j of a group one index of the reduced dims (row-major
+ * over them, count = their product). Offsets are found by division, one
+ * element at a time: slow paths, not the vectorized kernels. */
+typedef struct {
+  size_t groups, count;
+  int nkept, nred;
+  size_t kept_dim[NORM_MAX_RANK], kept_stride[NORM_MAX_RANK];
+  size_t red_dim[NORM_MAX_RANK], red_stride[NORM_MAX_RANK];
+} axes_t;
+
+/* From an already validated x: NORM_E_AXIS unless axes is non-empty and
+ * names only dims below x's rank. */
+int engine_axes_init(axes_t *a, const norm_tensor_t *x, unsigned axes);
+/* x's flat index of element j of group g (j < count, g < groups). */
+size_t engine_axes_elem(const axes_t *a, size_t g, size_t j);
+
 /* ---- shared validation ---- */
 int engine_check_eps(double eps);
 /* x valid; y valid (byte size included) with the same shape, any dtype. */

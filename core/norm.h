@@ -283,6 +283,67 @@ int64_t norm_moments_groups(const norm_tensor_t *x,
  * acc's and part's samples. An empty side (count 0) leaves the other. */
 void norm_moments_merge(norm_moments_t *acc, const norm_moments_t *part);
 
+/* ---- the rest of the family: Lp, local response, mean-variance ----------
+ * Reductions over an arbitrary set of axes (`axes`: bit i set = dim i is
+ * reduced, at least one, all below x's rank): a group is one choice of
+ * the other dims, N_groups = product of the kept dims, index = the kept
+ * dims' row-major index. Double accumulation, any dtypes; y may alias x
+ * when the dtypes match. */
+
+typedef struct {
+  double p;      /* > 0 (may be INFINITY); NaN or <= 0: NORM_E_ARG */
+  double eps;    /* >= 0, finite */
+  unsigned axes; /* reduced dims, as bits */
+} norm_lp_params_t;
+
+/* y = x / max(||x||_p, eps) per group (torch F.normalize, ONNX
+ * LpNormalization; p = INFINITY: max |x|); norms[g] = ||x||_p, unclamped
+ * (may be NULL). A NaN in a group makes its norm and y NaN. An all-zero
+ * group gives y = 0, also with eps = 0 (where torch divides 0 by 0).
+ * NORM_E_AXIS for an empty or out-of-range axes set. */
+int64_t norm_lp_groups(const norm_tensor_t *x, const norm_lp_params_t *p);
+int norm_lp_rows(const norm_tensor_t *x, const norm_lp_params_t *p,
+                 norm_tensor_t *y, double *norms, size_t begin, size_t end);
+
+typedef enum {
+  NORM_LRN_TORCH = 0, /* window [c - size/2, c + (size-1)/2], zero padded */
+  NORM_LRN_ONNX = 1,  /* window [c - floor((size-1)/2), c + ceil((size-1)/2)] */
+} norm_lrn_convention_t;
+
+typedef struct {
+  int64_t size; /* >= 1 */
+  double alpha, beta, k;
+  norm_lrn_convention_t convention;
+} norm_lrn_params_t;
+
+/* y_c = x_c / (k + alpha / size * sum_{c' in window(c)} x_c'^2)^beta on
+ * (N, C, *) (torch F.local_response_norm, ONNX LRN), window clipped to
+ * [0, C). Groups are (n, spatial position) pairs: N * prod(*), index
+ * n * prod(*) + s; square_sum (may be NULL) gets, per element, the window
+ * sum (x's shape). NORM_E_CHANNELS for rank < 2, NORM_E_ARG for size < 1,
+ * a non-finite alpha, beta, k, an unknown convention, or (C > 4096 only)
+ * a clipped window of more than 4096 channels. Cost: C * min(size, 2C)
+ * terms per group. */
+int64_t norm_lrn_groups(const norm_tensor_t *x);
+int norm_lrn_rows(const norm_tensor_t *x, const norm_lrn_params_t *p,
+                  norm_tensor_t *y, double *square_sum, size_t begin,
+                  size_t end);
+
+typedef struct {
+  double eps;    /* >= 0, finite */
+  unsigned axes; /* reduced dims, as bits */
+} norm_mvn_params_t;
+
+/* y = (x - mean) / (std + eps) per group, std biased (ONNX
+ * MeanVarianceNormalization's function body, whose eps is 1e-9); stats:
+ * mean, var (biased), rstd = 1 / (std + eps). A constant group with
+ * eps = 0 gives y = 0 (as the other norms' constant rows). NORM_E_AXIS and
+ * NORM_E_EPS as Lp. */
+int64_t norm_mvn_groups(const norm_tensor_t *x, const norm_mvn_params_t *p);
+int norm_mvn_rows(const norm_tensor_t *x, const norm_mvn_params_t *p,
+                  norm_tensor_t *y, const norm_stats_t *stats, size_t begin,
+                  size_t end);
+
 /* ---- backward passes ------------------------------------------------------
  * The gradients of each normalization above: exactly torch.autograd of the
  * forward as this library computes it, in double. Given x and grad_output
@@ -341,6 +402,30 @@ int norm_instance_backward_rows(const norm_tensor_t *x, const norm_tensor_t *dy,
                                 norm_tensor_t *dx, const norm_grads_t *grads,
                                 const norm_stats_t *stats, size_t begin,
                                 size_t end);
+
+/* The family's gradients (contract as above: dx may alias dy, any dtypes,
+ * NORM_E_GRAD_OUTPUT for a dy of another shape; no weights; norms and
+ * stats written as the forward writes them). Lp, as torch.autograd takes
+ * x / x.norm(p).clamp_min(eps) (checked with torch 1.13): with
+ * n = ||x||_p >= eps, dx = dy / n - x * |x|^(p-2) * sum(dy * x) / n^(p+1),
+ * where x * |x|^(p-2) is 0 at x = 0 (also for p < 2, as torch's
+ * norm_backward masks it); p = INFINITY: d n / d x = sgn(x) / t on the t
+ * elements with |x| = n (ties share the gradient evenly), 0 elsewhere. Where
+ * n < eps (strictly: at n == eps clamp_min passes the gradient to n),
+ * dx = dy / eps. An all-zero group with eps = 0 gets dx = 0 (its y = 0 is
+ * a constant; torch: NaN). LRN and MVN: exactly the gradient of their
+ * formulas above (MVN: the std term taken as 0 for a constant group, as
+ * torch's std does; dx = 0 there when eps = 0, the forward's y = 0). */
+int norm_lp_backward_rows(const norm_tensor_t *x, const norm_tensor_t *dy,
+                          const norm_lp_params_t *p, norm_tensor_t *dx,
+                          double *norms, size_t begin, size_t end);
+int norm_lrn_backward_rows(const norm_tensor_t *x, const norm_tensor_t *dy,
+                           const norm_lrn_params_t *p, norm_tensor_t *dx,
+                           size_t begin, size_t end);
+int norm_mvn_backward_rows(const norm_tensor_t *x, const norm_tensor_t *dy,
+                           const norm_mvn_params_t *p, norm_tensor_t *dx,
+                           const norm_stats_t *stats, size_t begin,
+                           size_t end);
 
 /* ---- implementation ------------------------------------------------------ */
 

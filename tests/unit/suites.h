@@ -16,6 +16,9 @@
   X(norm_instance)                                                             \
   X(norm_alias)                                                                \
   X(norm_backward)                                                             \
+  X(norm_lp)                                                                   \
+  X(norm_lrn)                                                                  \
+  X(norm_mvn)                                                                  \
   X(moments)                                                                   \
   X(residual)                                                                  \
   X(torch_fixtures)                                                            \

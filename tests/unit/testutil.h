@@ -748,4 +748,117 @@ static inline void tu_nccase_subnormal(tu_nccase_t *c, tu_nccase_fn run) {
   run(c);
 }
 
+/* ---- the family's helpers (Lp, LRN, MVN) ----------------------------------
+ * Reductions over a set of axes, counted independently of the kernels:
+ * element i's multi-index from its flat index, its group the row-major
+ * index of the kept dims. */
+
+/* The group of flat element i of a tensor of `shape` reduced over the dims
+ * whose bits are set in `axes`. */
+static inline size_t tu_axes_group(int rank, const int64_t *shape,
+                                   unsigned axes, size_t i) {
+  size_t idx[NORM_MAX_RANK];
+  for (int d = rank - 1; d >= 0; d--) {
+    idx[d] = i % (size_t)shape[d];
+    i /= (size_t)shape[d];
+  }
+  size_t g = 0;
+  for (int d = 0; d < rank; d++)
+    if (!(axes >> d & 1u)) g = g * (size_t)shape[d] + idx[d];
+  return g;
+}
+
+/* The number of groups: the product of the kept dims. */
+static inline size_t tu_axes_groups(int rank, const int64_t *shape,
+                                    unsigned axes) {
+  size_t n = 1;
+  for (int d = 0; d < rank; d++)
+    if (!(axes >> d & 1u)) n *= (size_t)shape[d];
+  return n;
+}
+
+/* One _rows call of a family kernel on groups [lo, hi): reads `in` (x, or
+ * dy for a backward, the kernel's other inputs in ctx), writes `out` (y or
+ * dx) and `aux` (norms, stats or square sums, naux doubles). */
+typedef int (*tu_family_fn)(void *ctx, const norm_tensor_t *in,
+                            norm_tensor_t *out, double *aux, size_t lo,
+                            size_t hi);
+
+/* The whole call against pieces [0, 1), [1, ng / 2), [ng / 2, ng) (run last
+ * first, into an output preset to 0x5A bytes and aux preset to -12345): out
+ * and aux bit for bit the same. */
+static inline void tu_family_split(tu_family_fn fn, void *ctx,
+                                   const norm_tensor_t *in,
+                                   const norm_tensor_t *out_like, size_t naux,
+                                   size_t ng) {
+  norm_tensor_t a = tu_mk(out_like->dtype, out_like->rank, out_like->shape);
+  norm_tensor_t b = tu_mk(out_like->dtype, out_like->rank, out_like->shape);
+  double *xa = tu_doubles(naux ? naux : 1), *xb = tu_doubles(naux ? naux : 1);
+  for (size_t k = 0; k < naux; k++) xa[k] = xb[k] = -12345.0;
+  EXPECT_RC(fn(ctx, in, &a, naux ? xa : NULL, 0, ng), NORM_OK);
+  memset(b.data, 0x5A, tu_nbytes(&b));
+  size_t cuts[4] = {0, ng > 1 ? 1 : ng, ng / 2 > 1 ? ng / 2 : (ng > 1 ? 1 : ng),
+                    ng};
+  for (int k = 2; k >= 0; k--)
+    EXPECT_RC(fn(ctx, in, &b, naux ? xb : NULL, cuts[k], cuts[k + 1]), NORM_OK);
+  ck_assert_msg(memcmp(a.data, b.data, tu_nbytes(&a)) == 0,
+                "split output differs from the whole call");
+  ck_assert_msg(memcmp(xa, xb, naux * sizeof *xa) == 0,
+                "split statistics differ from the whole call");
+  tu_tensor_free(&a);
+  tu_tensor_free(&b);
+  tu_doubles_free(xa, naux ? naux : 1);
+  tu_doubles_free(xb, naux ? naux : 1);
+}
+
+/* out over a copy of in (same dtype) equals the separate call bit for bit. */
+static inline void tu_family_alias(tu_family_fn fn, void *ctx,
+                                   const norm_tensor_t *in, size_t naux,
+                                   size_t ng) {
+  norm_tensor_t sep = tu_mk(in->dtype, in->rank, in->shape);
+  norm_tensor_t al = tu_mk_copy(in);
+  double *xa = tu_doubles(naux ? naux : 1), *xb = tu_doubles(naux ? naux : 1);
+  EXPECT_RC(fn(ctx, in, &sep, naux ? xa : NULL, 0, ng), NORM_OK);
+  EXPECT_RC(fn(ctx, &al, &al, naux ? xb : NULL, 0, ng), NORM_OK);
+  ck_assert_msg(memcmp(sep.data, al.data, tu_nbytes(&sep)) == 0,
+                "aliased output differs from the separate call");
+  ck_assert_msg(memcmp(xa, xb, naux * sizeof *xa) == 0,
+                "aliased statistics differ");
+  tu_tensor_free(&sep);
+  tu_tensor_free(&al);
+  tu_doubles_free(xa, naux ? naux : 1);
+  tu_doubles_free(xb, naux ? naux : 1);
+}
+
+/* Central differences in double of loss(x) = sum(dy * f(x)) against dx
+ * (every element of x, a float64 tensor): forward(ctx, x, y) writes f(x)
+ * into the float64 y. |dx - fd| <= tol * max(1, |fd|), step h * max(1, |x|). */
+typedef int (*tu_forward_fn)(void *ctx, const norm_tensor_t *x,
+                             norm_tensor_t *y);
+static inline double tu_family_fd(tu_forward_fn forward, void *ctx,
+                                  norm_tensor_t *x, const double *dy,
+                                  const norm_tensor_t *dx, double h,
+                                  double tol) {
+  size_t n = tu_numel(x);
+  norm_tensor_t y = tu_mk(NORM_F64, x->rank, x->shape);
+  double *xd = x->data, worst = 0.0;
+  for (size_t i = 0; i < n; i++) {
+    double x0 = xd[i], step = h * (fabs(x0) > 1 ? fabs(x0) : 1), l[2];
+    for (int s = 0; s < 2; s++) {
+      xd[i] = x0 + (s ? -step : step);
+      EXPECT_RC(forward(ctx, x, &y), NORM_OK);
+      l[s] = 0.0;
+      for (size_t k = 0; k < n; k++) l[s] += dy[k] * ((double *)y.data)[k];
+    }
+    xd[i] = x0;
+    double fd = (l[0] - l[1]) / (2 * step), got = norm_tensor_get(dx, i);
+    double e = fabs(got - fd) / (fabs(fd) > 1 ? fabs(fd) : 1);
+    if (e > worst) worst = e;
+    ck_assert_msg(e <= tol, "dx[%zu] = %.17g, central difference %.17g", i,
+                  got, fd);
+  }
+  tu_tensor_free(&y);
+  return worst;
+}
+
 #endif
