@@ -14,7 +14,15 @@
 #error "binary tensors are little-endian on the wire; this host is not"
 #endif
 
-/* One element: a JSON number or a non-finite spelling. */
+/* One element: a JSON number or a non-finite spelling. jansson gives the
+ * number as its correctly rounded double, and norm_tensor_set rounds that
+ * once more to the dtype: exact unless the double is a midpoint of float32,
+ * float16 or bfloat16 and the text is not (it lies within half a double's
+ * ulp of one). Only the text can settle those, on numarray's fast path
+ * (numarray_fill), which takes every well-formed tensor array but those of
+ * a body with a string holding the escape \u0001, those whose key is
+ * spelled with an escape, and those holding an escaped non-finite spelling
+ * ("\u004eaN"). */
 int decode_number(const json_t *v, double *out) {
   if (json_is_number(v)) {
     *out = json_number_value(v);

@@ -3,7 +3,7 @@
  * syntax and shape and parses each number to the exact double on the way;
  * numarray_fill, once the dtype is known, rounds those doubles into the
  * tensor (going back to the text only where a double cannot stand for the
- * text, a float32 midpoint). */
+ * text: a midpoint of float32, float16 or bfloat16). */
 #include "numarray.h"
 
 #include <math.h>
@@ -277,9 +277,12 @@ const numarray_t *numarray_of(const numarrays_t *a, const json_t *v) {
   return index < a->count ? &a->arrays[index] : NULL;
 }
 
-/* float32 straight from the text, for an array whose doubles cannot all
- * stand for it (fmt_float_from_double_exact). */
-static void fill_float_from_text(const numarray_t *a, float *out) {
+/* The elements straight from the text, for a float32, float16 or
+ * bfloat16 array whose doubles cannot all stand for it: one of them is a
+ * midpoint between two neighbours in the dtype (fmt_*_from_double_exact),
+ * where rounding the double again could round the other way than the
+ * text. */
+static void fill_from_text(const numarray_t *a, norm_tensor_t *t) {
   const char *p = a->text, *end = a->text + a->len;
   size_t i = 0;
   while (p < end) {
@@ -288,11 +291,16 @@ static void fill_float_from_text(const numarray_t *a, float *out) {
       p++;
       continue;
     }
+    size_t left = (size_t)(end - p);
     if (c == '"') { /* a non-finite spelling: its double is exact */
-      out[i] = (float)a->values[i];
-      p = memchr(p + 1, '"', (size_t)(end - p - 1)) + 1;
+      norm_tensor_set(t, i, a->values[i]);
+      p = memchr(p + 1, '"', left - 1) + 1;
+    } else if (t->dtype == NORM_F32) {
+      p += fmt_parse_float(p, left, (float *)t->data + i);
+    } else if (t->dtype == NORM_F16) {
+      p += fmt_parse_f16(p, left, (uint16_t *)t->data + i);
     } else {
-      p += fmt_parse_float(p, (size_t)(end - p), &out[i]);
+      p += fmt_parse_bf16(p, left, (uint16_t *)t->data + i);
     }
     i++;
   }
@@ -308,15 +316,36 @@ void numarray_fill(const numarray_t *a, norm_tensor_t *t) {
     float *f = t->data;
     for (size_t i = 0; i < a->count; i++) {
       if (!fmt_float_from_double_exact(v[i])) {
-        fill_float_from_text(a, f);
+        fill_from_text(a, t);
         return;
       }
       f[i] = (float)v[i];
     }
     return;
   }
-  default: /* float16, bfloat16: rounded once from the exact double */
-    for (size_t i = 0; i < a->count; i++) norm_tensor_set(t, i, v[i]);
+  case NORM_F16: {
+    uint16_t *h = t->data;
+    for (size_t i = 0; i < a->count; i++) {
+      if (!fmt_f16_from_double_exact(v[i])) {
+        fill_from_text(a, t);
+        return;
+      }
+      h[i] = norm_f16_from_double(v[i]);
+    }
+    return;
+  }
+  case NORM_BF16: {
+    uint16_t *h = t->data;
+    for (size_t i = 0; i < a->count; i++) {
+      if (!fmt_bf16_from_double_exact(v[i])) {
+        fill_from_text(a, t);
+        return;
+      }
+      h[i] = norm_bf16_from_double(v[i]);
+    }
+    return;
+  }
+  case NORM_DTYPE_COUNT: /* not a dtype: decode_tensor never makes one */
     return;
   }
 }

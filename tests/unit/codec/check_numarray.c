@@ -1,11 +1,13 @@
 /* check_numarray.c -- the JSON numeric-array fast path (server/codec/numarray.c):
  * which arrays the scanner takes out of the text and which it leaves to
  * jansson, the skeleton it writes, and numbers parsed into tensors bit for
- * bit as strtof / strtod read them. */
+ * bit as strtof / strtod read them (float16 / bfloat16: as fmt_parse_f16 /
+ * fmt_parse_bf16, midpoint texts included). */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "fmt.h"
 #include "numarray.h"
 #include "testutil.h"
 
@@ -143,7 +145,8 @@ static char fill_numbers[FILL_N][40];
 
 /* Extracts {"data": [fill_numbers...]} and fills a dtype tensor from it:
  * every element must be bit for bit strtof's (float32), strtod's (float64)
- * or strtod's rounded once (float16, bfloat16). */
+ * or fmt_parse_f16's / fmt_parse_bf16's (float16, bfloat16; check_fmt_half.c
+ * holds those to the exact decimal). */
 static void fill_and_compare(norm_dtype_t dtype, int n) {
   size_t len = (size_t)sprintf(fill_text, "{\"data\":[");
   for (int i = 0; i < n; i++)
@@ -164,10 +167,11 @@ static void fill_and_compare(norm_dtype_t dtype, int n) {
       double want = strtod(fill_numbers[i], NULL);
       same = memcmp(&want, (double *)t.data + i, 8) == 0;
     } else {
-      norm_tensor_t one = tu_tensor(dtype, 1, (int64_t)1);
-      norm_tensor_set(&one, 0, strtod(fill_numbers[i], NULL));
-      same = memcmp(one.data, (uint16_t *)t.data + i, 2) == 0;
-      tu_tensor_free(&one);
+      uint16_t want = 0;
+      size_t n = strlen(fill_numbers[i]);
+      if (dtype == NORM_F16) fmt_parse_f16(fill_numbers[i], n, &want);
+      else fmt_parse_bf16(fill_numbers[i], n, &want);
+      same = want == ((uint16_t *)t.data)[i];
     }
     if (!same) ck_abort_msg("%s: element %d (%s) differs", norm_dtype_name(dtype), i,
                             fill_numbers[i]);
@@ -222,6 +226,45 @@ static void check_fill_float_via_double(void) {
   }
 }
 
+/* float16 and bfloat16 from texts whose double is a midpoint of the dtype
+ * but which are not that midpoint: rounding the double again would tie to
+ * even, the text says otherwise (the last element of 41, after ones whose
+ * doubles serve). */
+static void check_fill_half_midpoints(void) {
+  static const struct {
+    norm_dtype_t dtype;
+    const char *text;
+    uint16_t want;
+  } traps[] = {
+      {NORM_F16, "1.00048828125", 0x3C00}, /* 1 + 2^-11: a tie, to even */
+      {NORM_F16, "1.00048828125000000000000000001", 0x3C01},
+      {NORM_F16, "-1.00048828125000000000000000001", 0xBC01},
+      {NORM_F16, "1.00146484374999999999999999999", 0x3C01},
+      {NORM_F16, "65519.999999999999999999999", 0x7BFF}, /* not infinity */
+      {NORM_F16, "65520", 0x7C00},
+      {NORM_F16, "2.98023223876953125000000000001e-8", 0x0001}, /* 2^-25+ */
+      {NORM_BF16, "1.00390625000000000000000000000000000001", 0x3F81},
+      {NORM_BF16, "1.01171874999999999999999999999999999999", 0x3F81},
+      {NORM_BF16, "339617752923046005526922703901628039167.9999999999", 0x7F7F},
+  };
+  for (size_t k = 0; k < sizeof traps / sizeof traps[0]; k++) {
+    for (int i = 0; i < 40; i++) snprintf(fill_numbers[i], 40, "%d.5", i);
+    snprintf(fill_numbers[40], 40, "%s", traps[k].text);
+    fill_and_compare(traps[k].dtype, 41);
+    numarrays_t a;
+    snprintf(fill_text, sizeof fill_text, "{\"data\":[1.5,%s]}", traps[k].text);
+    extract(fill_text, &a);
+    norm_tensor_t t = tu_tensor(traps[k].dtype, 1, (int64_t)2);
+    numarray_fill(&a.arrays[0], &t);
+    uint16_t got = ((uint16_t *)t.data)[1];
+    ck_assert_msg(got == traps[k].want, "%s %s: 0x%04x, want 0x%04x",
+                  norm_dtype_name(traps[k].dtype), traps[k].text, got,
+                  traps[k].want);
+    tu_tensor_free(&t);
+    numarray_free(&a);
+  }
+}
+
 /* The depth counts every [ and { outside strings, taken arrays included. */
 START_TEST(test_depth) {
   static const struct {
@@ -252,6 +295,7 @@ START_TEST(test_fill_exact) {
   check_fill(NORM_F64);
   check_fill(NORM_F16);
   check_fill(NORM_BF16);
+  check_fill_half_midpoints();
 }
 END_TEST
 
