@@ -22,6 +22,7 @@
   X(moments)                                                                   \
   X(residual)                                                                  \
   X(torch_fixtures)                                                            \
+  X(torch_family)                                                              \
   X(fmt)                                                                       \
   X(fmt_half)                                                                  \
   X(metrics)                                                                   \
