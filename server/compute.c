@@ -218,11 +218,47 @@ static int output_memory(const request_t *req, result_t *res, size_t numel,
 
 /* ---- the norms ----------------------------------------------------------- */
 
+/* Fused residual add (vLLM's fused_add_rms_norm, FlashAttention's
+ * dropout_add_layer_norm without dropout): h = input + residual, each sum
+ * rounded once to the input's dtype -- float32 and float64 added in their
+ * own precision, float16 and bfloat16 exactly in double and rounded once
+ * (the double sum of two of them rounds to the same half as the exact
+ * one). h is written over the residual's memory (the request's, read
+ * nowhere else) and is what the norm normalizes. */
+static int fused_add(const request_t *req, result_t *res, problem_t *prob) {
+  const norm_tensor_t *x = &req->input.t, *r = &req->residual_in.t;
+  size_t n = 0;
+  if (r->dtype != x->dtype || r->rank != x->rank ||
+      memcmp(r->shape, x->shape, (size_t)x->rank * sizeof x->shape[0]) != 0 ||
+      norm_tensor_check(x, &n, NULL) != NORM_OK)
+    return problem_set(prob, PROBLEM_RESIDUAL_MISMATCH, "residual",
+                       "residual must have the input's shape and dtype (%s)",
+                       norm_dtype_name(x->dtype));
+  res->residual_out = *r;
+  if (x->dtype == NORM_F32) {
+    const float *a = x->data;
+    float *h = r->data;
+    for (size_t i = 0; i < n; i++) h[i] = a[i] + h[i];
+  } else if (x->dtype == NORM_F64) {
+    const double *a = x->data;
+    double *h = r->data;
+    for (size_t i = 0; i < n; i++) h[i] = a[i] + h[i];
+  } else {
+    for (size_t i = 0; i < n; i++)
+      norm_tensor_set(&res->residual_out, i,
+                      norm_tensor_get(x, i) + norm_tensor_get(r, i));
+  }
+  return 0;
+}
+
 /* The path every norm takes; split carries what one norm adds (batch
- * norm's running statistics and parameters). */
+ * norm's running statistics and parameters). With a residual, the norm
+ * runs on h = input + residual (fused_add). */
 static int run_norm(const request_t *req, result_t *res, problem_t *prob,
                     const kernel_t *k, split_t split) {
-  const norm_tensor_t *x = &req->input.t;
+  if (req->residual_in.present && fused_add(req, res, prob) != 0) return -1;
+  const norm_tensor_t *x =
+      req->residual_in.present ? &res->residual_out : &req->input.t;
   size_t numel;
   int err = norm_tensor_check(x, &numel, NULL);
   if (err != NORM_OK) return problem_from_norm(prob, err, "input");

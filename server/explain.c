@@ -60,6 +60,12 @@ static size_t affine_of(const request_t *req, const index_map_t *m, size_t i) {
   return (i / m->spatial) % m->channels;
 }
 
+/* What the norm normalized: the input, or with a fused residual add h. */
+static const norm_tensor_t *normalized(const request_t *req,
+                                       const result_t *res) {
+  return res->residual_out.data ? &res->residual_out : &req->input.t;
+}
+
 /* The eps of the request's normalization. */
 static double eps_of(const request_t *req) {
   switch (op_info(req->op)->norm) {
@@ -95,7 +101,7 @@ static double *add_step(result_t *res, const char *name, int full,
 }
 
 static int steps_run(const request_t *req, result_t *res, problem_t *prob) {
-  const norm_tensor_t *x = &req->input.t;
+  const norm_tensor_t *x = normalized(req, res);
   const norm_tensor_t *w = req->weight.present ? &req->weight.t : NULL;
   const norm_tensor_t *b = req->bias.present ? &req->bias.t : NULL;
   size_t numel = 0, g_n = res->ngroups;
@@ -246,14 +252,15 @@ static int fill_histogram(const norm_tensor_t *t, int64_t bins, double lo,
 static int histograms_run(const request_t *req, result_t *res,
                           problem_t *prob) {
   double in_lo = INFINITY, in_hi = -INFINITY, out_lo = INFINITY, out_hi = -INFINITY;
-  finite_range(&req->input.t, &in_lo, &in_hi);
+  const norm_tensor_t *x = normalized(req, res);
+  finite_range(x, &in_lo, &in_hi);
   finite_range(&res->output, &out_lo, &out_hi);
   if (!req->histogram_separate) {
     in_lo = out_lo = fmin(in_lo, out_lo);
     in_hi = out_hi = fmax(in_hi, out_hi);
   }
   res->bins = req->histogram_bins;
-  if (fill_histogram(&req->input.t, res->bins, in_lo, in_hi, &res->hist_input, prob) != 0)
+  if (fill_histogram(x, res->bins, in_lo, in_hi, &res->hist_input, prob) != 0)
     return -1;
   return fill_histogram(&res->output, res->bins, out_lo, out_hi, &res->hist_output, prob);
 }

@@ -41,10 +41,11 @@
  *   compute  compute.c (or simulate.c): request in, result out */
 #define OPS_MAP(X)                                                              \
   X(LAYER, "layer", "/v1/norm/layer", "layer_norm", OP_KIND_NORM, LAYER,        \
-    codecs_all, codecs_all, "layer", FIELDS_LAYER, decode_check_trailing,       \
-    compute_layer)                                                              \
+    codecs_all, codecs_all, "layer", FIELDS_LAYER | FIELD(RESIDUAL),            \
+    decode_check_trailing, compute_layer)                                                              \
   X(RMS, "rms", "/v1/norm/rms", "rms_norm", OP_KIND_NORM, RMS, codecs_all,      \
-    codecs_all, "rms", FIELDS_RMS, decode_check_trailing, compute_rms)          \
+    codecs_all, "rms", FIELDS_RMS | FIELD(RESIDUAL), decode_check_trailing,     \
+    compute_rms)                                                                \
   X(BATCH, "batch", "/v1/norm/batch", "batch_norm", OP_KIND_NORM, BATCH,        \
     codecs_all, codecs_all, "batch", FIELDS_BATCH, decode_check_given,          \
     compute_batch)                                                              \

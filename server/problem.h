@@ -60,6 +60,7 @@
   X(DATA_LENGTH, "data_length", 422, 1)                                        \
   X(UNKNOWN_DTYPE, "unknown_dtype", 422, 1) /* also core's NORM_E_DTYPE */     \
   X(BINARY_SIZE_MISMATCH, "binary_size_mismatch", 422, 1) /* size != shape */  \
+  X(RESIDUAL_MISMATCH, "residual_mismatch", 422, 1) /* not input's shape */   \
   /* 422: semantics */                                                         \
   X(EXPLAIN_TOO_LARGE, "explain_too_large", 422, 1)                            \
   X(SIMULATION_TOO_LARGE, "simulation_too_large", 422, 1)                      \

@@ -33,8 +33,9 @@ void request_init(request_t *req, op_t op) {
 
 void request_free(request_t *req) {
   req_tensor_t *all[] = {&req->input,        &req->grad_output,
-                         &req->weight,       &req->bias,
-                         &req->running_mean, &req->running_var};
+                         &req->residual_in,  &req->weight,
+                         &req->bias,         &req->running_mean,
+                         &req->running_var};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
     if (!all[i]->borrowed) free(all[i]->t.data);
     all[i]->borrowed = false;

@@ -19,6 +19,7 @@
 #define REQUEST_FIELDS(X)                                                      \
   X(INPUT, "input")                                                            \
   X(GRAD_OUTPUT, "grad_output")                                                \
+  X(RESIDUAL, "residual")                                                      \
   X(WEIGHT, "weight")                                                          \
   X(BIAS, "bias")                                                              \
   X(RUNNING_MEAN, "running_mean")                                              \
@@ -87,6 +88,7 @@ enum {
   V2_OUT_GRAD_INPUT = 1u << 7,
   V2_OUT_GRAD_WEIGHT = 1u << 8,
   V2_OUT_GRAD_BIAS = 1u << 9,
+  V2_OUT_RESIDUAL_OUT = 1u << 10,
 };
 
 /* Limits the decoder enforces before allocating. */
@@ -110,6 +112,7 @@ typedef struct {
   op_t op;
   req_tensor_t input, weight, bias, running_mean, running_var;
   req_tensor_t grad_output; /* backward: d loss / d output, input's shape */
+  req_tensor_t residual_in; /* "residual": layer / rms fused add, input's shape */
   norm_dtype_t output_dtype; /* defaults to input's dtype */
   unsigned ret;              /* RET_* bits */
   /* The body's allocation when the request owns it (freed with it), else
@@ -192,6 +195,11 @@ typedef struct {
   /* Backward: d loss / d weight and / d bias (data malloc'd, NULL when the
    * request has no weight / bias), in the weight's / bias's dtype. */
   norm_tensor_t grad_weight, grad_bias;
+  /* Fused residual add (layer and RMS norm with a residual): h = input +
+   * residual rounded to the input's dtype, the tensor that was normalized,
+   * answered as residual_out. Its data is the residual's memory, computed
+   * in place (owned by the request); NULL without a residual. */
+  norm_tensor_t residual_out;
   size_t ngroups;       /* one stat per normalized group */
   int stats_rank;
   int64_t stats_shape[NORM_MAX_RANK];

@@ -179,6 +179,10 @@ static void put_norm_result(buf_t *b, tail_t *tail, const request_t *req,
   if (req->ret & RET_OUTPUT) {
     buf_puts(b, "\"output\":");
     put_tensor(b, tail, &res->output);
+    if (res->residual_out.data != NULL) { /* fused add: h, what was normalized */
+      buf_puts(b, ",\"residual_out\":");
+      put_tensor(b, tail, &res->residual_out);
+    }
     sep = ",";
   }
   if (req->ret & RET_STATS) {

@@ -40,6 +40,7 @@ static const struct {
     {"rms", V2_OUT_RMS},                 {"running_mean", V2_OUT_RUNNING_MEAN},
     {"running_var", V2_OUT_RUNNING_VAR}, {"grad_input", V2_OUT_GRAD_INPUT},
     {"grad_weight", V2_OUT_GRAD_WEIGHT}, {"grad_bias", V2_OUT_GRAD_BIAS},
+    {"residual_out", V2_OUT_RESIDUAL_OUT},
 };
 
 /* The models are the model column of the operation list (ops.h). */
@@ -92,8 +93,13 @@ static unsigned outputs_of(op_t op, const request_t *req) {
       all |= V2_OUT_GRAD_BIAS;
     return all;
   }
-  if (op == OP_RMS) return V2_OUT_OUTPUT | V2_OUT_RMS | V2_OUT_RSTD;
-  unsigned all = V2_OUT_OUTPUT | V2_OUT_MEAN | V2_OUT_VAR | V2_OUT_RSTD;
+  /* a fused residual add answers h too */
+  unsigned fused = (op_info(op)->fields & FIELD(RESIDUAL)) &&
+                           (req == NULL || req->residual_in.present)
+                       ? V2_OUT_RESIDUAL_OUT
+                       : 0;
+  if (op == OP_RMS) return V2_OUT_OUTPUT | V2_OUT_RMS | V2_OUT_RSTD | fused;
+  unsigned all = V2_OUT_OUTPUT | V2_OUT_MEAN | V2_OUT_VAR | V2_OUT_RSTD | fused;
   if (op == OP_BATCH && req != NULL && req->batch.mode == NORM_TRAIN &&
       req->running_mean.present)
     all |= V2_OUT_RUNNING_MEAN | V2_OUT_RUNNING_VAR;
@@ -109,9 +115,9 @@ static int v2_error(problem_t *prob, const char *field, const char *fmt,
 
 /* One entry of "inputs" as a /v1 tensor object under its name. */
 static int translate_input(const json_t *in, json_t *obj, problem_t *prob) {
-  static const char *const names[] = {"input", "grad_output", "weight", "bias",
-                                      "running_mean", "running_var", "mean",
-                                      "var"};
+  static const char *const names[] = {"input", "grad_output", "residual",
+                                      "weight", "bias", "running_mean",
+                                      "running_var", "mean", "var"};
   const char *name = json_string_value(json_object_get(in, "name"));
   const json_t *shape = json_object_get(in, "shape");
   const char *datatype = json_string_value(json_object_get(in, "datatype"));
@@ -123,8 +129,8 @@ static int translate_input(const json_t *in, json_t *obj, problem_t *prob) {
   while (k < sizeof names / sizeof names[0] && strcmp(names[k], name) != 0) k++;
   if (k == sizeof names / sizeof names[0])
     return v2_error(prob, name, "unknown input \"%s\" (expected input, "
-                    "grad_output, weight, bias, running_mean, running_var, mean, "
-                    "var)", name);
+                    "grad_output, residual, weight, bias, running_mean, "
+                    "running_var, mean, var)", name);
   if (json_object_get(obj, name) != NULL)
     return v2_error(prob, name, "input \"%s\" is given twice", name);
   const char *dtype = NULL;
@@ -287,6 +293,8 @@ static int kserve_encode(const request_t *req, const result_t *res,
   const int64_t *s = res->stats_shape;
   size_t n = res->ngroups;
   put_output(&b, &tail, req, V2_OUT_OUTPUT, "output", &res->output, NULL, 0, NULL, sdt, 0, &first);
+  if (res->residual_out.data)
+    put_output(&b, &tail, req, V2_OUT_RESIDUAL_OUT, "residual_out", &res->residual_out, NULL, 0, NULL, sdt, 0, &first);
   put_output(&b, &tail, req, V2_OUT_GRAD_INPUT, "grad_input", &res->output, NULL, 0, NULL, sdt, 0, &first);
   if (res->grad_weight.data)
     put_output(&b, &tail, req, V2_OUT_GRAD_WEIGHT, "grad_weight", &res->grad_weight, NULL, 0, NULL, sdt, 0, &first);
@@ -324,6 +332,7 @@ void kserve_model_metadata(op_t op, buf_t *b) {
     unsigned long long field;
   } inputs[] = {{"input", FIELD(INPUT)},
                 {"grad_output", FIELD(GRAD_OUTPUT)},
+                {"residual", FIELD(RESIDUAL)},
                 {"weight", FIELD(WEIGHT)},
                 {"bias", FIELD(BIAS)},
                 {"running_mean", FIELD(RUNNING_MEAN)},
@@ -331,7 +340,7 @@ void kserve_model_metadata(op_t op, buf_t *b) {
   for (size_t i = 0, listed = 0; i < sizeof inputs / sizeof inputs[0]; i++)
     if (op_info(op)->fields & inputs[i].field)
       buf_printf(b, "%s{\"name\":\"%s\",\"datatype\":\"FP32\",\"shape\":%s}",
-                 listed++ ? "," : "", inputs[i].name, i <= 1 ? input_shape : "[-1]");
+                 listed++ ? "," : "", inputs[i].name, i <= 2 ? input_shape : "[-1]");
   buf_puts(b, "],\"outputs\":[");
   unsigned outs = outputs_of(op, NULL) |
                   (op == OP_BATCH ? V2_OUT_RUNNING_MEAN | V2_OUT_RUNNING_VAR : 0);
@@ -339,7 +348,8 @@ void kserve_model_metadata(op_t op, buf_t *b) {
   for (size_t k = 0; k < sizeof output_names / sizeof output_names[0]; k++) {
     unsigned bit = output_names[k].bit;
     if (!(outs & bit)) continue;
-    const char *shape = bit & (V2_OUT_OUTPUT | V2_OUT_GRAD_INPUT) ? input_shape
+    const char *shape = bit & (V2_OUT_OUTPUT | V2_OUT_GRAD_INPUT | V2_OUT_RESIDUAL_OUT)
+                            ? input_shape
                         : bit & (V2_OUT_RUNNING_MEAN | V2_OUT_RUNNING_VAR |
                                  V2_OUT_GRAD_WEIGHT | V2_OUT_GRAD_BIAS)
                             ? "[-1]"

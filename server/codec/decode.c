@@ -238,6 +238,7 @@ static int decode_field(field_id_t id, const char *name, const json_t *v,
   case FLD_INPUT: return decode_tensor(ctx, v, name, &req->input, prob);
   case FLD_GRAD_OUTPUT:
     return decode_tensor(ctx, v, name, &req->grad_output, prob);
+  case FLD_RESIDUAL: return decode_tensor(ctx, v, name, &req->residual_in, prob);
   case FLD_WEIGHT: return decode_tensor(ctx, v, name, &req->weight, prob);
   case FLD_BIAS: return decode_tensor(ctx, v, name, &req->bias, prob);
   case FLD_RUNNING_MEAN:

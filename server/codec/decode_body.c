@@ -32,7 +32,7 @@ int decode_query(const query_param_t *query, size_t n, json_t *obj,
                  problem_t *prob) {
   static const char *const tensors[] = {"weight", "bias", "running_mean",
                                         "running_var", "mean", "var", "parts",
-                                        "grad_output"};
+                                        "grad_output", "residual"};
   json_t *seen = json_object();
   int rc = seen ? 0 : problem_set(prob, PROBLEM_OUT_OF_MEMORY, NULL, "out of memory");
   for (size_t i = 0; rc == 0 && i < n; i++) {

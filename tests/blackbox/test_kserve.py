@@ -124,8 +124,8 @@ def test_model_metadata_and_ready(daemon, model):
         assert isinstance(meta["platform"], str)
         names = [t["name"] for t in meta["inputs"]]
         assert names[0] == "input"
-        want = {"layer_norm": ["input", "weight", "bias"],
-                "rms_norm": ["input", "weight"],
+        want = {"layer_norm": ["input", "residual", "weight", "bias"],
+                "rms_norm": ["input", "residual", "weight"],
                 "batch_norm": ["input", "weight", "bias", "running_mean", "running_var"],
                 "group_norm": ["input", "weight", "bias"],
                 "instance_norm": ["input", "weight", "bias"]}[model]
@@ -151,6 +151,8 @@ def test_metadata_ranks_match_inference(daemon, model):
     inputs = [v2_input("input", x)]
     if model == "batch_norm":
         inputs += [v2_input("running_mean", np.zeros(4)), v2_input("running_var", np.ones(4))]
+    if model in ("layer_norm", "rms_norm"):  # the fused add's residual_out too
+        inputs += [v2_input("residual", sample(x.shape, 91))]
     params = {"num_groups": 2} if model == "group_norm" else {}
     doc = infer_ok(daemon, model, {"inputs": inputs, "parameters": params})
     got = outputs_by_name(doc)

@@ -745,7 +745,11 @@ START_TEST(test_model_metadata) {
     ck_assert_str_eq(json_string_value(json_array_get(json_object_get(meta, "versions"), 0)), "1");
     const json_t *inputs = json_object_get(meta, "inputs");
     const json_t *outputs = json_object_get(meta, "outputs");
-    size_t want_in = models[m].op == OP_RMS ? 2 : models[m].op == OP_BATCH ? 5 : 3;
+    /* layer and rms norm also take the fused add's residual */
+    size_t want_in = models[m].op == OP_RMS     ? 3
+                     : models[m].op == OP_BATCH ? 5
+                     : models[m].op == OP_LAYER ? 4
+                                                : 3;
     ck_assert_uint_eq(json_array_size(inputs), want_in);
     ck_assert_str_eq(json_string_value(json_object_get(json_array_get(inputs, 0), "name")), "input");
     const json_t *in_shape = json_object_get(json_array_get(inputs, 0), "shape");
@@ -763,6 +767,9 @@ START_TEST(test_model_metadata) {
              models[m].op == OP_BATCH
                  ? ", {\"name\": \"running_mean\", \"shape\": [2], \"datatype\": \"FP32\", \"data\": [0, 0]},"
                    " {\"name\": \"running_var\", \"shape\": [2], \"datatype\": \"FP32\", \"data\": [1, 1]}"
+                 : models[m].op == OP_LAYER || models[m].op == OP_RMS
+                 ? ", {\"name\": \"residual\", \"shape\": [2, 4], \"datatype\": \"FP32\","
+                   " \"data\": [1, 0, 0, 0, 0, 0, 0, 1]}"
                  : "");
     json_t *doc = v2_ok(models[m].op, body);
     size_t nout = json_array_size(json_object_get(doc, "outputs"));
