@@ -39,6 +39,13 @@ post /v1/norm/rms/backward '{"input": [[1, 2, 3, 4, 5], [2, 4, 6, 8, 10]], "grad
 post /v1/norm/batch/backward '{"input": [[1, 2], [3, 4], [5, 9]], "grad_output": [[1, 0], [0, 1], [0, 0]], "weight": [2, 3], "bias": [0, 1]}'
 post /v1/norm/group/backward '{"input": {"shape": [1, 4, 2], "data": [1, 2, 3, 4, 5, 6, 7, 8]}, "grad_output": {"shape": [1, 4, 2], "data": [1, 0, 0, 0, 0, 0, 0, 1]}, "num_groups": 2, "weight": [1, 1, 2, 2], "bias": [0, 0, 0, 1]}'
 post /v1/norm/instance/backward '{"input": {"shape": [1, 2, 3], "data": [1, 2, 3, 10, 20, 30]}, "grad_output": {"shape": [1, 2, 3], "data": [1, 0, 0, 0, 1, 0]}, "weight": [1, 2], "bias": [0, 1]}'
+# the rest of the family: Lp, local response and mean-variance normalization
+post /v1/norm/lp '{"input": {"shape": [2, 3], "data": [3, 4, 0, 1, 2, 2]}, "p": 1, "axis": 0}'
+post /v1/norm/lrn '{"input": {"shape": [1, 4, 1], "data": [1, 2, 3, 4]}, "size": 2, "alpha": 2, "beta": 0.5, "convention": "onnx"}'
+post /v1/norm/mvn '{"input": {"shape": [2, 2, 1, 2], "data": [1, 2, 3, 4, 5, 6, 7, 9]}}'
+post /v1/norm/lp/backward '{"input": {"shape": [2, 3], "data": [3, 4, 0, 1, 2, 2]}, "grad_output": {"shape": [2, 3], "data": [1, 0, 0, 0, 1, 0]}}'
+post /v1/norm/lrn/backward '{"input": {"shape": [1, 4, 1], "data": [1, 2, 3, 4]}, "grad_output": {"shape": [1, 4, 1], "data": [1, 0, 0, 1]}, "size": 2, "alpha": 2, "beta": 0.5}'
+post /v1/norm/mvn/backward '{"input": {"shape": [2, 2, 1, 2], "data": [1, 2, 3, 4, 5, 6, 7, 9]}, "grad_output": {"shape": [2, 2, 1, 2], "data": [1, 0, 0, 0, 0, 0, 0, 1]}}'
 post /v1/moments '{"input": [[1, 2], [3, 4], [5, 9]], "layout": "channels"}'
 post /v1/moments/merge '{"parts": [{"count": [5], "mean": [3], "m2": [10]}, {"count": [5], "mean": [6], "m2": [40]}]}'
 post /v1/residual/simulate '{"tokens": 4, "d": 8, "layers": 3}'

@@ -56,6 +56,14 @@ static void split_pool_start(void) {
 
 typedef struct kernel kernel_t;
 
+/* Which statistics a norm answers per group. */
+typedef enum {
+  STATS_MEAN_VAR, /* mean, var, rstd */
+  STATS_RMS,      /* rms, rstd */
+  STATS_NORM,     /* Lp: the norm */
+  STATS_NONE,     /* local response norm: a window per element, no group */
+} stats_kind_t;
+
 typedef struct backward backward_t;
 
 /* One kernel call over a range of groups: a norm's (kernel), a backward's
@@ -68,6 +76,7 @@ typedef struct {
   norm_tensor_t *rm, *rv, *y; /* batch norm: running stats (the result's) */
   const norm_batch_params_t *batch; /* batch norm: this batch's parameters */
   const norm_stats_t *st;
+  double *norms;                   /* Lp norm: the result's norm */
   const norm_moments_params_t *mp; /* moments: layout and output */
   norm_moments_t *m;
   /* Backward: grad_output, and the weight and bias gradients (double
@@ -93,7 +102,7 @@ struct kernel {
   /* Each group is one contiguous run of elements: the output's moments
    * view it as rows of a 2-D (groups, run) tensor. */
   int contiguous_groups;
-  int rms; /* statistics are rms and rstd (no mean and var) */
+  stats_kind_t stats;
   /* Per-channel weight and bias, shape (C); else the normalized shape. */
   int channel_affine;
 };
@@ -218,6 +227,25 @@ static int output_memory(const request_t *req, result_t *res, size_t numel,
 
 /* ---- the norms ----------------------------------------------------------- */
 
+/* The result's statistics arrays for a norm's kind of stats. 0, or -1 with
+ * a 500 problem. */
+static int alloc_stats(result_t *res, stats_kind_t kind, problem_t *prob) {
+  switch (kind) {
+  case STATS_MEAN_VAR:
+    res->mean = alloc_doubles(res->ngroups, prob);
+    res->var = alloc_doubles(res->ngroups, prob);
+    res->rstd = alloc_doubles(res->ngroups, prob);
+    break;
+  case STATS_RMS:
+    res->rms = alloc_doubles(res->ngroups, prob);
+    res->rstd = alloc_doubles(res->ngroups, prob);
+    break;
+  case STATS_NORM: res->norm = alloc_doubles(res->ngroups, prob); break;
+  case STATS_NONE: break;
+  }
+  return prob->status ? -1 : 0;
+}
+
 /* Fused residual add (vLLM's fused_add_rms_norm, FlashAttention's
  * dropout_add_layer_norm without dropout): h = input + residual, each sum
  * rounded once to the input's dtype -- float32 and float64 added in their
@@ -271,14 +299,7 @@ static int run_norm(const request_t *req, result_t *res, problem_t *prob,
   res->output.dtype = req->output_dtype;
   if (output_memory(req, res, numel, &req->input) != 0)
     return problem_set(prob, PROBLEM_OUT_OF_MEMORY, NULL, "out of memory");
-  if (k->rms) {
-    res->rms = alloc_doubles(res->ngroups, prob);
-  } else {
-    res->mean = alloc_doubles(res->ngroups, prob);
-    res->var = alloc_doubles(res->ngroups, prob);
-  }
-  res->rstd = alloc_doubles(res->ngroups, prob);
-  if (prob->status) return -1;
+  if (alloc_stats(res, k->stats, prob) != 0) return -1;
   norm_stats_t st = {res->mean, res->var, res->rstd, res->rms};
   split.kernel = k;
   split.req = req;
@@ -287,6 +308,7 @@ static int run_norm(const request_t *req, result_t *res, problem_t *prob,
   split.b = req->bias.present ? &req->bias.t : NULL;
   split.y = &res->output;
   split.st = &st;
+  split.norms = res->norm;
   err = split_run(&split, res->ngroups, tensor_bytes(x));
   norm_moments_params_t out_layout = {NORM_MOMENTS_ROWS, 1};
   k->layout(req, x, res, &out_layout);
@@ -300,7 +322,7 @@ static int run_norm(const request_t *req, result_t *res, problem_t *prob,
       out_view.shape[0] = (int64_t)res->ngroups;
       out_view.shape[1] = (int64_t)(numel / res->ngroups);
     }
-    if (output_moments(res, &out_view, out_layout, k->rms, prob) != 0)
+    if (output_moments(res, &out_view, out_layout, k->stats == STATS_RMS, prob) != 0)
       return -1;
   }
   return explain_run(req, res, prob);
@@ -324,7 +346,8 @@ static void layer_layout(const request_t *req, const norm_tensor_t *x,
                          result_t *res, norm_moments_params_t *out) {
   rows_layout(req->layer.normalized_ndim, x, res, out);
 }
-static const kernel_t layer_kernel = {layer_groups, layer_rows, layer_layout, 0, 0, 0};
+static const kernel_t layer_kernel = {layer_groups, layer_rows, layer_layout, 0,
+                                      STATS_MEAN_VAR, 0};
 static int compute_layer(const request_t *req, result_t *res, problem_t *prob) {
   return run_norm(req, res, prob, &layer_kernel, (split_t){0});
 }
@@ -339,7 +362,8 @@ static void rms_layout(const request_t *req, const norm_tensor_t *x,
                        result_t *res, norm_moments_params_t *out) {
   rows_layout(req->rms.normalized_ndim, x, res, out);
 }
-static const kernel_t rms_kernel = {rms_groups, rms_rows, rms_layout, 0, 1, 0};
+static const kernel_t rms_kernel = {rms_groups, rms_rows, rms_layout, 0,
+                                    STATS_RMS, 0};
 static int compute_rms(const request_t *req, result_t *res, problem_t *prob) {
   return run_norm(req, res, prob, &rms_kernel, (split_t){0});
 }
@@ -386,7 +410,7 @@ static norm_batch_params_t batch_params(const request_t *req) {
 }
 
 static const kernel_t batch_kernel = {batch_groups, batch_rows, channel_layout,
-                                      0, 0, 1};
+                                      0, STATS_MEAN_VAR, 1};
 
 static int compute_batch(const request_t *req, result_t *res, problem_t *prob) {
   norm_batch_params_t p = batch_params(req);
@@ -419,7 +443,8 @@ static void group_layout(const request_t *req, const norm_tensor_t *x,
   res->stats_shape[0] = x->shape[0];
   res->stats_shape[1] = req->group.num_groups;
 }
-static const kernel_t group_kernel = {group_groups, group_rows, group_layout, 1, 0, 1};
+static const kernel_t group_kernel = {group_groups, group_rows, group_layout, 1,
+                                      STATS_MEAN_VAR, 1};
 static int compute_group(const request_t *req, result_t *res, problem_t *prob) {
   return run_norm(req, res, prob, &group_kernel, (split_t){0});
 }
@@ -439,7 +464,8 @@ static void instance_layout(const request_t *req, const norm_tensor_t *x,
   stats_shape_prefix(res, x, 2);
 }
 static const kernel_t instance_kernel = {instance_groups, instance_rows,
-                                         instance_layout, 1, 0, 1};
+                                         instance_layout, 1, STATS_MEAN_VAR,
+                                         1};
 static int compute_instance(const request_t *req, result_t *res,
                             problem_t *prob) {
   return run_norm(req, res, prob, &instance_kernel, (split_t){0});
@@ -467,7 +493,8 @@ static int affine_shaped(const request_t *req, const kernel_t *k,
                          size_t *numel) {
   int rank = k->channel_affine
                  ? 1
-                 : (k->rms ? req->rms.normalized_ndim : req->layer.normalized_ndim);
+                 : (k->stats == STATS_RMS ? req->rms.normalized_ndim
+                                          : req->layer.normalized_ndim);
   const int64_t *dims = k->channel_affine ? &x->shape[1] : x->shape + x->rank - rank;
   return x->rank >= rank && norm_tensor_check(t, numel, NULL) == NORM_OK &&
          t->rank == rank &&
@@ -507,13 +534,7 @@ static int run_backward(const request_t *req, result_t *res, problem_t *prob,
   res->output.dtype = req->output_dtype;
   if (output_memory(req, res, numel, &req->grad_output) != 0)
     return problem_set(prob, PROBLEM_OUT_OF_MEMORY, NULL, "out of memory");
-  if (k->forward->rms) {
-    res->rms = alloc_doubles(res->ngroups, prob);
-  } else {
-    res->mean = alloc_doubles(res->ngroups, prob);
-    res->var = alloc_doubles(res->ngroups, prob);
-  }
-  res->rstd = alloc_doubles(res->ngroups, prob);
+  alloc_stats(res, k->forward->stats, prob);
   double *gw = w ? alloc_doubles(nw, prob) : NULL;
   double *gb = b ? alloc_doubles(nb, prob) : NULL;
   if (prob->status) {
@@ -531,6 +552,7 @@ static int run_backward(const request_t *req, result_t *res, problem_t *prob,
   split.dy = &req->grad_output.t;
   split.y = &res->output;
   split.st = &st;
+  split.norms = res->norm;
   split.gw = gw;
   split.gb = gb;
   split.nw = nw;
@@ -609,6 +631,106 @@ static int instance_backward_rows(const split_t *s, const norm_grads_t *grads,
 static int compute_instance_backward(const request_t *req, result_t *res,
                                      problem_t *prob) {
   static const backward_t k = {&instance_kernel, instance_backward_rows};
+  return run_backward(req, res, prob, &k, (split_t){0});
+}
+
+/* ---- the rest of the family: Lp, local response, mean-variance --------- */
+
+/* Stats over the dims not in `axes`, in order (rank 0 when all reduce). */
+static void kept_layout(unsigned axes, const norm_tensor_t *x, result_t *res) {
+  res->stats_rank = 0;
+  for (int i = 0; i < x->rank; i++)
+    if (!(axes & (1u << i))) res->stats_shape[res->stats_rank++] = x->shape[i];
+}
+
+static int64_t lp_groups(const request_t *req, const norm_tensor_t *x) {
+  return norm_lp_groups(x, &req->lp);
+}
+static int lp_rows(const split_t *s, size_t begin, size_t end) {
+  return norm_lp_rows(s->x, &s->req->lp, s->y, s->norms, begin, end);
+}
+static void lp_layout(const request_t *req, const norm_tensor_t *x,
+                      result_t *res, norm_moments_params_t *out) {
+  (void)out;
+  kept_layout(req->lp.axes, x, res);
+}
+static const kernel_t lp_kernel = {lp_groups, lp_rows, lp_layout, 0, STATS_NORM,
+                                   0};
+static int compute_lp(const request_t *req, result_t *res, problem_t *prob) {
+  return run_norm(req, res, prob, &lp_kernel, (split_t){0});
+}
+
+/* Groups are (n, spatial position) pairs; no per-group statistics. */
+static int64_t lrn_groups(const request_t *req, const norm_tensor_t *x) {
+  (void)req;
+  return norm_lrn_groups(x);
+}
+static int lrn_rows(const split_t *s, size_t begin, size_t end) {
+  return norm_lrn_rows(s->x, &s->req->lrn, s->y, NULL, begin, end);
+}
+static void lrn_layout(const request_t *req, const norm_tensor_t *x,
+                       result_t *res, norm_moments_params_t *out) {
+  (void)req;
+  (void)out;
+  res->stats_rank = 1;
+  res->stats_shape[0] = 0;
+  (void)x;
+}
+static const kernel_t lrn_kernel = {lrn_groups, lrn_rows, lrn_layout, 0,
+                                    STATS_NONE, 0};
+static int compute_lrn(const request_t *req, result_t *res, problem_t *prob) {
+  return run_norm(req, res, prob, &lrn_kernel, (split_t){0});
+}
+
+static int64_t mvn_groups(const request_t *req, const norm_tensor_t *x) {
+  return norm_mvn_groups(x, &req->mvn);
+}
+static int mvn_rows(const split_t *s, size_t begin, size_t end) {
+  return norm_mvn_rows(s->x, &s->req->mvn, s->y, s->st, begin, end);
+}
+static void mvn_layout(const request_t *req, const norm_tensor_t *x,
+                       result_t *res, norm_moments_params_t *out) {
+  (void)out;
+  kept_layout(req->mvn.axes, x, res);
+}
+static const kernel_t mvn_kernel = {mvn_groups, mvn_rows, mvn_layout, 0,
+                                    STATS_MEAN_VAR, 0};
+static int compute_mvn(const request_t *req, result_t *res, problem_t *prob) {
+  return run_norm(req, res, prob, &mvn_kernel, (split_t){0});
+}
+
+static int lp_backward_rows(const split_t *s, const norm_grads_t *grads,
+                            size_t begin, size_t end) {
+  (void)grads;
+  return norm_lp_backward_rows(s->x, s->dy, &s->req->lp, s->y, s->norms, begin,
+                               end);
+}
+static int compute_lp_backward(const request_t *req, result_t *res,
+                               problem_t *prob) {
+  static const backward_t k = {&lp_kernel, lp_backward_rows};
+  return run_backward(req, res, prob, &k, (split_t){0});
+}
+
+static int lrn_backward_rows(const split_t *s, const norm_grads_t *grads,
+                             size_t begin, size_t end) {
+  (void)grads;
+  return norm_lrn_backward_rows(s->x, s->dy, &s->req->lrn, s->y, begin, end);
+}
+static int compute_lrn_backward(const request_t *req, result_t *res,
+                                problem_t *prob) {
+  static const backward_t k = {&lrn_kernel, lrn_backward_rows};
+  return run_backward(req, res, prob, &k, (split_t){0});
+}
+
+static int mvn_backward_rows(const split_t *s, const norm_grads_t *grads,
+                             size_t begin, size_t end) {
+  (void)grads;
+  return norm_mvn_backward_rows(s->x, s->dy, &s->req->mvn, s->y, s->st, begin,
+                                end);
+}
+static int compute_mvn_backward(const request_t *req, result_t *res,
+                                problem_t *prob) {
+  static const backward_t k = {&mvn_kernel, mvn_backward_rows};
   return run_backward(req, res, prob, &k, (split_t){0});
 }
 

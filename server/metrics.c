@@ -21,7 +21,7 @@
 #include "fmt.h"
 #include "ops.h"
 
-#define MAX_ROUTES 32
+#define MAX_ROUTES 64
 
 /* Status codes 100..599 each have a slot; anything else is "other". */
 #define STATUS_MIN 100

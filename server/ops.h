@@ -83,7 +83,22 @@
   X(INSTANCE_BACKWARD, "instance_backward", "/v1/norm/instance/backward",       \
     "instance_norm_backward", OP_KIND_BACKWARD, INSTANCE, codecs_no_npy,        \
     codecs_no_npy, "instance_backward", FIELDS_INSTANCE | FIELD(GRAD_OUTPUT),   \
-    NULL, compute_instance_backward)
+    NULL, compute_instance_backward)                                            \
+  X(LP, "lp", "/v1/norm/lp", "lp_norm", OP_KIND_NORM, LP, codecs_all,           \
+    codecs_all, "lp", FIELDS_LP, decode_check_lp, compute_lp)                   \
+  X(LRN, "lrn", "/v1/norm/lrn", "lrn", OP_KIND_NORM, LRN, codecs_all,           \
+    codecs_all, "lrn", FIELDS_LRN, decode_check_lrn, compute_lrn)               \
+  X(MVN, "mvn", "/v1/norm/mvn", "mvn", OP_KIND_NORM, MVN, codecs_all,           \
+    codecs_all, "mvn", FIELDS_MVN, decode_check_mvn, compute_mvn)               \
+  X(LP_BACKWARD, "lp_backward", "/v1/norm/lp/backward", "lp_norm_backward",     \
+    OP_KIND_BACKWARD, LP, codecs_no_npy, codecs_no_npy, "lp_backward",          \
+    FIELDS_LP | FIELD(GRAD_OUTPUT), decode_check_lp, compute_lp_backward)       \
+  X(LRN_BACKWARD, "lrn_backward", "/v1/norm/lrn/backward", "lrn_backward",      \
+    OP_KIND_BACKWARD, LRN, codecs_no_npy, codecs_no_npy, "lrn_backward",        \
+    FIELDS_LRN | FIELD(GRAD_OUTPUT), decode_check_lrn, compute_lrn_backward)    \
+  X(MVN_BACKWARD, "mvn_backward", "/v1/norm/mvn/backward", "mvn_backward",      \
+    OP_KIND_BACKWARD, MVN, codecs_no_npy, codecs_no_npy, "mvn_backward",        \
+    FIELDS_MVN | FIELD(GRAD_OUTPUT), decode_check_mvn, compute_mvn_backward)
 
 /* The field sets of the rows. */
 #define FIELDS_NORM                                                            \
@@ -101,6 +116,16 @@
    FIELD(NUM_BATCHES_TRACKED))
 #define FIELDS_GROUP (FIELDS_NORM | FIELD(BIAS) | FIELD(NUM_GROUPS))
 #define FIELDS_INSTANCE (FIELDS_NORM | FIELD(BIAS))
+/* The rest of the family has no weight and bias; its answers are the
+ * output (or gradient) and its stats: no return, explain or histograms
+ * yet. */
+#define FIELDS_FAMILY                                                          \
+  (FIELD(INPUT) | FIELD(OUTPUT_DTYPE) | FIELD(BINARY_DATA_OUTPUT))
+#define FIELDS_LP (FIELDS_FAMILY | FIELD(EPS) | FIELD(P) | FIELD(AXIS))
+#define FIELDS_LRN                                                             \
+  (FIELDS_FAMILY | FIELD(SIZE) | FIELD(ALPHA) | FIELD(BETA) | FIELD(K) |       \
+   FIELD(CONVENTION))
+#define FIELDS_MVN (FIELDS_FAMILY | FIELD(EPS) | FIELD(AXES))
 #define FIELDS_MOMENTS (FIELD(INPUT) | FIELDS_TRAILING | FIELD(LAYOUT))
 #define FIELDS_RESIDUAL                                                        \
   (FIELD(EPS) | FIELD(TOKENS) | FIELD(D) | FIELD(LAYERS) | FIELD(NORM) |       \

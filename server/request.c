@@ -18,6 +18,10 @@ void request_init(request_t *req, op_t op) {
                                      .momentum = 0.1};
   req->group = (norm_group_params_t){.num_groups = 0, .eps = 1e-5};
   req->instance = (norm_instance_params_t){.eps = 1e-5};
+  req->lp = (norm_lp_params_t){.p = 2.0, .eps = 1e-12};
+  req->lrn = (norm_lrn_params_t){.alpha = 1e-4, .beta = 0.75, .k = 1.0,
+                                 .convention = NORM_LRN_TORCH};
+  req->mvn = (norm_mvn_params_t){.eps = 1e-9};
   req->moments = (norm_moments_params_t){.layout = NORM_MOMENTS_ROWS,
                                          .normalized_ndim = 1};
   req->histogram_bins = 32;
@@ -56,6 +60,7 @@ void result_free(result_t *res) {
   free(res->var);
   free(res->rstd);
   free(res->rms);
+  free(res->norm);
   free(res->out_mean);
   free(res->out_var);
   free(res->out_rms);

@@ -51,7 +51,14 @@
   X(SEED, "seed")                                                              \
   X(GAIN, "gain")                                                              \
   X(GRADIENTS, "gradients")                                                    \
-  X(CLASSES, "classes")
+  X(CLASSES, "classes")                                                        \
+  X(P, "p")                                                                    \
+  X(SIZE, "size")                                                              \
+  X(ALPHA, "alpha")                                                            \
+  X(BETA, "beta")                                                              \
+  X(K, "k")                                                                    \
+  X(CONVENTION, "convention")                                                  \
+  X(AXES, "axes")
 
 typedef enum {
 #define FIELD_ENUM_(id, name) FLD_##id,
@@ -89,6 +96,7 @@ enum {
   V2_OUT_GRAD_WEIGHT = 1u << 8,
   V2_OUT_GRAD_BIAS = 1u << 9,
   V2_OUT_RESIDUAL_OUT = 1u << 10,
+  V2_OUT_NORM = 1u << 11,
 };
 
 /* Limits the decoder enforces before allocating. */
@@ -133,6 +141,9 @@ typedef struct {
   unsigned v2_outputs, v2_binary;
   norm_group_params_t group;
   norm_instance_params_t instance;
+  norm_lp_params_t lp;   /* axes resolved from "axis" against the input */
+  norm_lrn_params_t lrn; /* size 0 until given (required) */
+  norm_mvn_params_t mvn; /* axes resolved from "axes" against the input */
   norm_moments_params_t moments;
   /* Histograms: bin count, and one range for input and output or each its
    * own. */
@@ -204,6 +215,7 @@ typedef struct {
   int stats_rank;
   int64_t stats_shape[NORM_MAX_RANK];
   double *mean, *var, *rstd, *rms;  /* NULL when not applicable */
+  double *norm;                     /* Lp norm: ||x||_p per slice */
   double *out_mean, *out_var;       /* RET_OUTPUT_STATS */
   double *out_rms;                  /* RET_OUTPUT_STATS, RMS norm only */
   /* Batch norm in train mode with running statistics: them updated

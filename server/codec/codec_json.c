@@ -57,15 +57,19 @@ static void put_tensor(buf_t *b, tail_t *tail, const norm_tensor_t *t) {
   }
 }
 
-/* "name":{"shape":[...],"mean":[...],"var":[...],"rms":[...],"rstd":[...]}
- * after *sep, with those of stats[] (in that order) that are there. */
+/* "name":{"shape":[...],"mean":[...],"var":[...],"rms":[...],"rstd":[...],
+ * "norm":[...]} after *sep, with those of stats[] (in that order) that are
+ * there; nothing when none is. */
 static void put_stats(buf_t *b, const char **sep, const char *name,
-                      const result_t *res, const double *const stats[4],
+                      const result_t *res, const double *const stats[5],
                       norm_dtype_t dtype) {
-  static const char *const names[4] = {"mean", "var", "rms", "rstd"};
+  static const char *const names[5] = {"mean", "var", "rms", "rstd", "norm"};
+  int any = 0;
+  for (int k = 0; k < 5; k++) any |= stats[k] != NULL;
+  if (!any) return; /* local response norm has no per-group statistics */
   buf_printf(b, "%s\"%s\":{\"shape\":", *sep, name);
   encode_shape(b, res->stats_rank, res->stats_shape);
-  for (int k = 0; k < 4; k++)
+  for (int k = 0; k < 5; k++)
     if (stats[k] != NULL) {
       buf_printf(b, ",\"%s\":", names[k]);
       encode_doubles(b, stats[k], res->ngroups, dtype);
@@ -186,11 +190,11 @@ static void put_norm_result(buf_t *b, tail_t *tail, const request_t *req,
     sep = ",";
   }
   if (req->ret & RET_STATS) {
-    const double *stats[] = {res->mean, res->var, res->rms, res->rstd};
+    const double *stats[] = {res->mean, res->var, res->rms, res->rstd, res->norm};
     put_stats(b, &sep, "stats", res, stats, sdt);
   }
   if (req->ret & RET_OUTPUT_STATS) {
-    const double *stats[] = {res->out_mean, res->out_var, res->out_rms, NULL};
+    const double *stats[] = {res->out_mean, res->out_var, res->out_rms, NULL, NULL};
     put_stats(b, &sep, "output_stats", res, stats, sdt);
   }
   if ((req->ret & RET_RUNNING) && res->has_running) {
@@ -228,7 +232,7 @@ static void put_backward_result(buf_t *b, tail_t *tail, const request_t *req,
       sep = ",";
     }
   if (req->ret & RET_STATS) {
-    const double *stats[] = {res->mean, res->var, res->rms, res->rstd};
+    const double *stats[] = {res->mean, res->var, res->rms, res->rstd, res->norm};
     put_stats(b, &sep, "stats", res, stats, sdt);
   }
   put_teaching(b, req, res, sdt, &sep);

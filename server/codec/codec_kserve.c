@@ -40,7 +40,7 @@ static const struct {
     {"rms", V2_OUT_RMS},                 {"running_mean", V2_OUT_RUNNING_MEAN},
     {"running_var", V2_OUT_RUNNING_VAR}, {"grad_input", V2_OUT_GRAD_INPUT},
     {"grad_weight", V2_OUT_GRAD_WEIGHT}, {"grad_bias", V2_OUT_GRAD_BIAS},
-    {"residual_out", V2_OUT_RESIDUAL_OUT},
+    {"residual_out", V2_OUT_RESIDUAL_OUT}, {"norm", V2_OUT_NORM},
 };
 
 /* The models are the model column of the operation list (ops.h). */
@@ -88,7 +88,8 @@ static const char *v2_datatype(norm_dtype_t dtype) {
 static unsigned outputs_of(op_t op, const request_t *req) {
   if (op_info(op)->kind == OP_KIND_BACKWARD) {
     unsigned all = V2_OUT_GRAD_INPUT;
-    if (req == NULL || req->weight.present) all |= V2_OUT_GRAD_WEIGHT;
+    if ((op_info(op)->fields & FIELD(WEIGHT)) && (req == NULL || req->weight.present))
+      all |= V2_OUT_GRAD_WEIGHT;
     if ((op_info(op)->fields & FIELD(BIAS)) && (req == NULL || req->bias.present))
       all |= V2_OUT_GRAD_BIAS;
     return all;
@@ -99,6 +100,8 @@ static unsigned outputs_of(op_t op, const request_t *req) {
                        ? V2_OUT_RESIDUAL_OUT
                        : 0;
   if (op == OP_RMS) return V2_OUT_OUTPUT | V2_OUT_RMS | V2_OUT_RSTD | fused;
+  if (op == OP_LP) return V2_OUT_OUTPUT | V2_OUT_NORM;
+  if (op == OP_LRN) return V2_OUT_OUTPUT;
   unsigned all = V2_OUT_OUTPUT | V2_OUT_MEAN | V2_OUT_VAR | V2_OUT_RSTD | fused;
   if (op == OP_BATCH && req != NULL && req->batch.mode == NORM_TRAIN &&
       req->running_mean.present)
@@ -304,6 +307,7 @@ static int kserve_encode(const request_t *req, const result_t *res,
   put_output(&b, &tail, req, V2_OUT_VAR, "var", NULL, res->var, r, s, sdt, n, &first);
   put_output(&b, &tail, req, V2_OUT_RMS, "rms", NULL, res->rms, r, s, sdt, n, &first);
   put_output(&b, &tail, req, V2_OUT_RSTD, "rstd", NULL, res->rstd, r, s, sdt, n, &first);
+  put_output(&b, &tail, req, V2_OUT_NORM, "norm", NULL, res->norm, r, s, sdt, n, &first);
   if (res->has_running) {
     put_output(&b, &tail, req, V2_OUT_RUNNING_MEAN, "running_mean",
                &res->running_mean, NULL, 0, NULL, sdt, 0, &first);

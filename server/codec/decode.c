@@ -217,6 +217,7 @@ static int decode_parts(const json_t *v, const limits_t *lim, request_t *req,
  * and the set of fields the request gave. */
 typedef struct {
   const json_t *normalized_shape, *axis;
+  const json_t *axes; /* mvn */
   const json_t *output_dtype;
   req_tensor_t mean, var; /* batch norm, mode "given"; moved into req */
   unsigned long long given; /* FIELD() bits */
@@ -231,6 +232,7 @@ static int decode_field(field_id_t id, const char *name, const json_t *v,
   static const char *const layouts[] = {"rows", "channels", NULL};
   static const char *const ranges[] = {"shared", "separate", NULL};
   static const char *const residual_norms[] = {"layer", "rms", NULL};
+  static const char *const conventions[] = {"torch", "onnx", NULL};
   double eps = 0;
   int64_t i64 = 0;
   int choice = 0;
@@ -248,7 +250,7 @@ static int decode_field(field_id_t id, const char *name, const json_t *v,
   case FLD_EPS:
     if (get_number(v, name, &eps, prob) != 0) return -1;
     req->layer.eps = req->rms.eps = req->batch.eps = req->group.eps =
-        req->instance.eps = req->residual.eps = eps;
+        req->instance.eps = req->residual.eps = req->lp.eps = req->mvn.eps = eps;
     return 0;
   case FLD_NORMALIZED_SHAPE: later->normalized_shape = v; return 0;
   case FLD_AXIS: later->axis = v; return 0;
@@ -302,6 +304,36 @@ static int decode_field(field_id_t id, const char *name, const json_t *v,
     if (!json_is_boolean(v)) return bad_field(prob, name, "true or false");
     req->residual.gradients = json_is_true(v);
     return 0;
+  case FLD_P:
+    if (json_is_string(v) && strcmp(json_string_value(v), "Infinity") == 0) {
+      req->lp.p = INFINITY;
+      return 0;
+    }
+    if (!json_is_number(v) || !(json_number_value(v) > 0) ||
+        !isfinite(json_number_value(v)))
+      return bad_field(prob, name, "a positive finite number or \"Infinity\"");
+    req->lp.p = json_number_value(v);
+    return 0;
+  case FLD_SIZE:
+    if (get_integer(v, name, &i64, prob) != 0) return -1;
+    if (i64 < 1 || i64 > INT32_MAX) return bad_field(prob, name, "an integer >= 1");
+    req->lrn.size = i64;
+    return 0;
+  case FLD_ALPHA:
+  case FLD_BETA:
+  case FLD_K: {
+    double *dst = id == FLD_ALPHA ? &req->lrn.alpha
+                  : id == FLD_BETA ? &req->lrn.beta
+                                   : &req->lrn.k;
+    if (get_number(v, name, dst, prob) != 0) return -1;
+    if (!isfinite(*dst)) return bad_field(prob, name, "a finite number");
+    return 0;
+  }
+  case FLD_CONVENTION:
+    if (get_choice(v, name, conventions, &choice, prob) != 0) return -1;
+    req->lrn.convention = (norm_lrn_convention_t)choice;
+    return 0;
+  case FLD_AXES: later->axes = v; return 0;
   case FLD_CLASSES:
     if (get_integer(v, name, &i64, prob) != 0) return -1;
     if (i64 < 2 || i64 > 1024) return bad_field(prob, name, "an integer in 2..1024");
@@ -412,6 +444,62 @@ static int decode_check_given(deferred_t *later, request_t *req,
   memset(&later->mean, 0, sizeof later->mean);
   memset(&later->var, 0, sizeof later->var);
   return 0;
+}
+
+/* A set of distinct axes of x (an integer or a list; negative counts from
+ * the end) as bits, from `v`, or `dflt` when v is NULL. */
+static int axes_bits(const json_t *v, const norm_tensor_t *x, const char *field,
+                     unsigned dflt, unsigned *out, problem_t *prob) {
+  *out = 0;
+  if (v == NULL) {
+    *out = dflt;
+    return 0;
+  }
+  size_t n = json_is_array(v) ? json_array_size(v) : 1;
+  if (n == 0 || (!json_is_array(v) && !json_is_integer(v)))
+    return bad_field(prob, field, "an integer or a non-empty list of distinct integers");
+  for (size_t i = 0; i < n; i++) {
+    const json_t *a = json_is_array(v) ? json_array_get(v, i) : v;
+    if (!json_is_integer(a))
+      return bad_field(prob, field, "an integer or a list of distinct integers");
+    int64_t axis = json_integer_value(a);
+    if (axis < -(int64_t)x->rank || axis >= x->rank)
+      return problem_from_norm(prob, NORM_E_AXIS, field);
+    if (axis < 0) axis += x->rank;
+    if (*out & (1u << axis))
+      return bad_field(prob, field, "a list of distinct axes");
+    *out |= 1u << axis;
+  }
+  return 0;
+}
+
+/* Lp normalization: the axes of "axis" (default the last). */
+static int decode_check_lp(deferred_t *later, request_t *req, problem_t *prob) {
+  const norm_tensor_t *x = &req->input.t;
+  return axes_bits(later->axis, x, "axis", 1u << (x->rank - 1), &req->lp.axes,
+                   prob);
+}
+
+/* Local response norm: size has no default. */
+static int decode_check_lrn(deferred_t *later, request_t *req, problem_t *prob) {
+  if (!(later->given & FIELD(SIZE)))
+    return problem_set(prob, PROBLEM_MISSING_FIELD, "size",
+                       "\"size\" is required for local response norm (the "
+                       "channel window)");
+  if (req->input.t.rank >= 2 && req->input.t.shape[1] > 4096 && req->lrn.size > 4096)
+    return bad_field(prob, "size", "at most 4096 when the input has more than 4096 channels");
+  return 0;
+}
+
+/* Mean-variance normalization: "axes", by default ONNX's [0, 2, 3] for a
+ * rank-4 input; other ranks name theirs. */
+static int decode_check_mvn(deferred_t *later, request_t *req, problem_t *prob) {
+  const norm_tensor_t *x = &req->input.t;
+  if (later->axes == NULL && x->rank != 4)
+    return problem_set(prob, PROBLEM_MISSING_FIELD, "axes",
+                       "\"axes\" is required for a rank-%d input (the "
+                       "default [0, 2, 3] is for rank 4)", x->rank);
+  return axes_bits(later->axes, x, "axes", 1u | 4u | 8u, &req->mvn.axes, prob);
 }
 
 /* Group norm: num_groups has no default. */

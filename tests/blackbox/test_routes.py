@@ -217,7 +217,8 @@ def test_info(daemon):
     assert isinstance(doc["version"], str) and doc["version"]
     assert sorted(doc["dtypes"]) == sorted(
         ["float32", "float64", "float16", "bfloat16"])
-    assert doc["norms"] == ["layer", "rms", "batch", "group", "instance"]
+    assert doc["norms"] == ["layer", "rms", "batch", "group", "instance",
+                            "lp", "lrn", "mvn"]
     lim = doc["limits"]
     cfg = json.loads((REPO_ROOT / "config" / "normd.json").read_text())
     for key in ("max_body_bytes", "max_elements", "max_inflight",
@@ -225,8 +226,10 @@ def test_info(daemon):
         assert lim[key] == cfg[key], key
     assert lim["max_rank"] == 8
     paths = {r["path"]: r["methods"] for r in doc["routes"]}
-    for op in ("layer", "rms", "batch", "group", "instance"):
+    for op in ("layer", "rms", "batch", "group", "instance", "lp", "lrn",
+               "mvn"):
         assert paths["/v1/norm/" + op] == "POST, OPTIONS"
+        assert paths["/v1/norm/%s/backward" % op] == "POST, OPTIONS"
     for p in ("/healthz", "/readyz", "/metrics", "/v1/info", "/openapi.yaml",
               "/"):
         assert paths[p] == "GET, HEAD, OPTIONS"
