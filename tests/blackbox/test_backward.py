@@ -12,14 +12,15 @@ daemon still answers). Tests that need torch (Debian's python3-torch, under
 /usr/bin/python3) skip without it; the others run anyway.
 """
 import json
-import math
 
 import numpy as np
 import pytest
 
 from normd_helpers import assert_problem
-from numpy_refs import (DTYPES, Framed, as_dtype, binary_tensor, framed_body,
+from numpy_refs import (Framed, as_dtype, binary_tensor, framed_body,
                         npy_bytes, values_of)
+from wire_tensors import (V2_TYPE, arr, assert_close, jnum, num, rounded,
+                          sample, tensor)
 
 try:
     import torch
@@ -34,64 +35,6 @@ OCTET = "application/octet-stream"
 NORMS = ["layer", "rms", "batch", "group", "instance"]
 ROUTE = {n: "/v1/norm/%s/backward" % n for n in NORMS}
 MODEL = {n: "%s_norm_backward" % n for n in NORMS}
-V2_TYPE = {name: v2 for name, (v2, _) in DTYPES.items()}
-
-# |got - want| <= rtol * |want| + atol * max|want|, by the answer's dtype: the
-# daemon computes in double and rounds once, so this is about one rounding.
-TOL = {"float64": (1e-10, 1e-12), "float32": (2e-6, 1e-6),
-       "float16": (2e-3, 1e-3), "bfloat16": (1.6e-2, 8e-3)}
-
-
-# ---- helpers -------------------------------------------------------------------
-
-def sample(shape, seed, offset=0.0, scale=1.0):
-    rng = np.random.default_rng(seed)
-    return offset + scale * rng.standard_normal(shape)
-
-
-def rounded(x, dtype):
-    """x as the daemon sees it once sent in dtype (float64 values)."""
-    return as_dtype(np.asarray(x, dtype=np.float64), dtype)[1]
-
-
-def tensor(x, dtype="float32"):
-    """A JSON tensor object of x's values rounded to dtype (exactly what the
-    daemon will hold)."""
-    v = rounded(x, dtype)
-    return {"shape": list(v.shape), "dtype": dtype,
-            "data": [jnum(float(e)) for e in v.ravel()]}
-
-
-def jnum(v):
-    if math.isnan(v):
-        return "NaN"
-    if math.isinf(v):
-        return "Infinity" if v > 0 else "-Infinity"
-    return v
-
-
-def num(v):
-    return {"NaN": math.nan, "Infinity": math.inf,
-            "-Infinity": -math.inf}.get(v, v) if isinstance(v, str) else v
-
-
-def arr(t):
-    """A response tensor object -> float64 array of its shape."""
-    return np.array([num(v) for v in t["data"]], dtype=np.float64).reshape(
-        t["shape"])
-
-
-def assert_close(got, want, dtype="float32", what="values"):
-    got = np.asarray(got, dtype=np.float64)
-    want = np.asarray(want, dtype=np.float64)
-    assert got.shape == want.shape, (what, got.shape, want.shape)
-    rtol, atol = TOL[dtype]
-    finite = want[np.isfinite(want)]
-    scale = float(np.max(np.abs(finite))) if finite.size else 0.0
-    np.testing.assert_allclose(got, want, rtol=rtol, atol=atol * scale + 1e-300,
-                               equal_nan=True, err_msg=what)
-
-
 def backward(daemon, norm, body, query="", headers=None):
     resp = daemon.post_json(ROUTE[norm] + query, body, headers=headers)
     assert resp.status == 200, resp

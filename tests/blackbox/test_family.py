@@ -26,6 +26,8 @@ import pytest
 from normd_helpers import assert_problem
 from numpy_refs import (DTYPES, Framed, as_dtype, binary_tensor, framed_body,
                         npy_bytes, npy_load, values_of)
+from wire_tensors import (V2_TYPE, arr, assert_close, num, rounded, sample,
+                          tensor)
 
 try:
     import torch
@@ -40,59 +42,17 @@ OCTET = "application/octet-stream"
 NPY = "application/x-npy"
 ROUTE = {"lp": "/v1/norm/lp", "lrn": "/v1/norm/lrn", "mvn": "/v1/norm/mvn"}
 MODEL = {"lp": "lp_norm", "lrn": "lrn", "mvn": "mvn"}
-V2_TYPE = {name: v2 for name, (v2, _) in DTYPES.items()}
 V1_TYPE = {v2: name for name, v2 in V2_TYPE.items()}
 
-# |got - want| <= rtol * |want| + atol * max|want|, by the answer's dtype: the
-# daemon computes in double and rounds once, so this is about one rounding.
-TOL = {"float64": (1e-10, 1e-12), "float32": (2e-6, 1e-6),
-       "float16": (2e-3, 1e-3), "bfloat16": (1.6e-2, 8e-3)}
 
 
 # ---- helpers -------------------------------------------------------------------
 
-def sample(shape, seed, offset=0.0, scale=1.0):
-    rng = np.random.default_rng(seed)
-    return offset + scale * rng.standard_normal(shape)
 
 
-def rounded(x, dtype):
-    return as_dtype(np.asarray(x, dtype=np.float64), dtype)[1]
 
 
-def jnum(v):
-    if math.isnan(v):
-        return "NaN"
-    if math.isinf(v):
-        return "Infinity" if v > 0 else "-Infinity"
-    return v
 
-
-def num(v):
-    return {"NaN": math.nan, "Infinity": math.inf,
-            "-Infinity": -math.inf}.get(v, v) if isinstance(v, str) else v
-
-
-def tensor(x, dtype="float32"):
-    v = rounded(x, dtype)
-    return {"shape": list(v.shape), "dtype": dtype,
-            "data": [jnum(float(e)) for e in v.ravel()]}
-
-
-def arr(t):
-    return np.array([num(v) for v in t["data"]], dtype=np.float64).reshape(
-        t["shape"])
-
-
-def assert_close(got, want, dtype="float32", what="values"):
-    got = np.asarray(got, dtype=np.float64)
-    want = np.asarray(want, dtype=np.float64)
-    assert got.shape == want.shape, (what, got.shape, want.shape)
-    rtol, atol = TOL[dtype]
-    finite = want[np.isfinite(want)]
-    scale = float(np.max(np.abs(finite))) if finite.size else 0.0
-    np.testing.assert_allclose(got, want, rtol=rtol, atol=atol * scale + 1e-300,
-                               equal_nan=True, err_msg=what)
 
 
 def post(daemon, path, body, status=200, query=""):
