@@ -6,9 +6,10 @@
 #include "buf.h"
 #include "request.h"
 
-/* "layer_norm" -> OP_LAYER, ...; 0, or -1 for an unknown model. */
+/* A model name -> its op (the model column of OPS_MAP); 0, or -1 for an
+ * unknown model. */
 int kserve_model_op(const char *model, op_t *op);
-/* OP_LAYER -> "layer_norm"; "unknown" for ops that are not models. */
+/* An op -> its model name; "unknown" for ops that are not models. */
 const char *kserve_model_name(op_t op);
 /* Every model's name, comma-separated ("layer_norm, rms_norm, ..."): a
  * static string, built once from the operation list. Thread-safe. */
