@@ -107,6 +107,28 @@ static void sublayer(const norm_residual_params_t *p, const double *w1,
   }
 }
 
+/* Block t's forward with weights w1, w2: next = x + F(Norm(x)) (pre) or
+ * next = Norm(alpha x + F(x)) (post, deepnorm). h receives the sublayer's
+ * input for pre (Norm(x)), and the sum alpha x + F(x) otherwise; hidden is
+ * a scratch; pre_act (may be NULL) receives W1 times the sublayer's input,
+ * rstd (may be NULL) the block norm's per-token rstd. The one definition of
+ * a block, for the curves and for the gradients. */
+static void block_forward(const norm_residual_params_t *p, const double *w1,
+                          const double *w2, double alpha, const double *x,
+                          double *h, double *hidden, double *next,
+                          double *pre_act, double *rstd) {
+  size_t n = (size_t)(p->tokens * p->d);
+  if (p->placement == NORM_RESIDUAL_PRE) {
+    normalize_rows(p, x, h, rstd);                 /* h = Norm(x_t) */
+    sublayer(p, w1, w2, h, hidden, next, pre_act); /* next = F_t(h) */
+    for (size_t i = 0; i < n; i++) next[i] += x[i];
+  } else {
+    sublayer(p, w1, w2, x, hidden, h, pre_act); /* h = F_t(x_t) */
+    for (size_t i = 0; i < n; i++) h[i] += alpha * x[i];
+    normalize_rows(p, h, next, rstd); /* next = Norm(alpha x_t + h) */
+  }
+}
+
 static double dot(const double *a, const double *b, size_t n) {
   double s = 0.0;
   for (size_t i = 0; i < n; i++) s += a[i] * b[i];
@@ -134,15 +156,7 @@ int norm_residual_simulate(const norm_residual_params_t *p, double *workspace,
   double alpha = alpha_of(p);
   for (int64_t t = 0; t < p->layers; t++) {
     block_weights(p, t, w1, w2);
-    if (p->placement == NORM_RESIDUAL_PRE) {
-      normalize_rows(p, x, h, NULL);                /* h = Norm(x_t) */
-      sublayer(p, w1, w2, h, hidden, next, NULL);   /* next = F_t(h) */
-      for (size_t i = 0; i < n; i++) next[i] += x[i];
-    } else {
-      sublayer(p, w1, w2, x, hidden, h, NULL);      /* h = F_t(x_t) */
-      for (size_t i = 0; i < n; i++) h[i] += alpha * x[i];
-      normalize_rows(p, h, next, NULL);  /* next = Norm(alpha x_t + h) */
-    }
+    block_forward(p, w1, w2, alpha, x, h, hidden, next, NULL, NULL);
     double xx = dot(x, x, n), nn = dot(next, next, n), xn = dot(x, next, n);
     double diff = 0.0; /* ||next - x||^2, directly: the update may be tiny */
     for (size_t i = 0; i < n; i++) diff += (next[i] - x[i]) * (next[i] - x[i]);
@@ -163,8 +177,10 @@ int64_t norm_residual_grad_workspace(const norm_residual_params_t *p) {
   int64_t base = norm_residual_workspace(p);
   if (base < 0) return base;
   if (p->classes < 2 || p->classes > 1024) return NORM_E_ARG;
-  /* Per block: x_t, the sublayer's input and its pre-activation (tokens * d
-   * each), the norm's rstd (tokens); then x_L, the final z and its rstd,
+  /* Per block: x_t, the sublayer's input (Pre-Norm's Norm(x_t); Post-Norm's
+   * input is x_t itself, and its slot goes unused, so that the bound is one
+   * formula for every placement) and its pre-activation (tokens * d each),
+   * the norm's rstd (tokens); then x_L, the final z and its rstd,
    * three gradients of the stream, W1, W2 and their gradients, W_out, the
    * logits and the labels. Every term is below the forward's work bound,
    * so none overflows. */
@@ -237,7 +253,7 @@ int norm_residual_gradients(const norm_residual_params_t *p, double *workspace,
   size_t T = (size_t)p->tokens, d = (size_t)p->d, n = T * d, dd = d * d;
   size_t L = (size_t)p->layers, C = (size_t)p->classes;
   double *X = workspace;            /* x_0 .. x_L: (L + 1) n */
-  double *H = X + (L + 1) * n;      /* block t's sublayer input: L n */
+  double *H = X + (L + 1) * n;      /* pre: block t's Norm(x_t): L n */
   double *U = H + L * n;            /* block t's pre-activation W1 h: L n */
   double *R = U + L * n;            /* block t's norm rstd: L T */
   double *Z = R + L * T, *RZ = Z + n; /* the readout's input, its rstd */
@@ -249,18 +265,13 @@ int norm_residual_gradients(const norm_residual_params_t *p, double *workspace,
   norm_residual_input(p, X);
   double alpha = alpha_of(p);
   for (size_t t = 0; t < L; t++) {
-    double *x = X + t * n, *next = x + n, *h = H + t * n, *u = U + t * n;
+    double *x = X + t * n;
     block_weights(p, (int64_t)t, w1, w2);
-    if (p->placement == NORM_RESIDUAL_PRE) {
-      normalize_rows(p, x, h, R + t * T);
-      sublayer(p, w1, w2, h, scratch, next, u);
-      for (size_t i = 0; i < n; i++) next[i] += x[i];
-    } else {
-      memcpy(h, x, n * sizeof *h);
-      sublayer(p, w1, w2, x, scratch, g, u);
-      for (size_t i = 0; i < n; i++) g[i] += alpha * x[i];
-      normalize_rows(p, g, next, R + t * T);
-    }
+    /* pre keeps Norm(x_t) for the backward; post's sum is a scratch (its
+     * sublayer input is x_t itself) */
+    block_forward(p, w1, w2, alpha, x,
+                  p->placement == NORM_RESIDUAL_PRE ? H + t * n : g, scratch,
+                  x + n, U + t * n, R + t * T);
   }
   if (p->placement == NORM_RESIDUAL_PRE)
     normalize_rows(p, X + L * n, Z, RZ);
@@ -295,18 +306,19 @@ int norm_residual_gradients(const norm_residual_params_t *p, double *workspace,
   /* backward through the blocks: g holds d loss / d x_{t+1} */
   if (grad_stream) grad_stream[L] = sqrt(dot(g, g, n));
   for (size_t t = L; t-- > 0;) {
-    double *x = X + t * n, *h = H + t * n, *u = U + t * n;
+    double *x = X + t * n, *u = U + t * n;
     block_weights(p, (int64_t)t, w1, w2);
     memset(gw1, 0, 2 * dd * sizeof *gw1);
     if (p->placement == NORM_RESIDUAL_PRE) {
       /* x_{t+1} = x_t + F(Norm(x_t)) */
+      double *h = H + t * n; /* Norm(x_t), the sublayer's input */
       sublayer_backward(p, w1, w2, h, u, g, gw1, gw2, g2, scratch);
       normalize_rows_backward(p, h, R + t * T, g2, g2);
       for (size_t i = 0; i < n; i++) g[i] += g2[i];
     } else {
       /* x_{t+1} = Norm(s), s = alpha x_t + F(x_t) */
       normalize_rows_backward(p, x + n, R + t * T, g, g); /* d loss / d s */
-      sublayer_backward(p, w1, w2, h, u, g, gw1, gw2, g2, scratch);
+      sublayer_backward(p, w1, w2, x, u, g, gw1, gw2, g2, scratch);
       for (size_t i = 0; i < n; i++) g[i] = alpha * g[i] + g2[i];
     }
     if (grad_w1) grad_w1[t] = sqrt(dot(gw1, gw1, dd));
