@@ -5,7 +5,7 @@
  * statistics (the "mean 0, variance 1" check; "rms 1" for RMS norm) with
  * norm_moments over the same groups, then the teaching extras (explain.c).
  * Everything computed goes into the result; the request is only read (the
- * output may take over the input's memory, see compute__output_memory).
+ * output may take over the input's memory, see output_memory).
  * A large tensor is split by group ranges across the compute pool. The
  * backward passes are compute_backward.c's, Lp / LRN / MVN
  * compute_family.c's; compute_internal.h holds what they share. */
@@ -151,7 +151,7 @@ const char *compute__field_of(int err, const request_t *req) {
  * one tensor's memory instead of two, and the kernels write the lines they
  * have just read. bench/http_bench.sh, 512x2048 framed: 16 concurrent
  * requests peaked at 72 MiB instead of 96. */
-int compute__output_memory(const request_t *req, result_t *res, size_t numel,
+static int output_memory(const request_t *req, result_t *res, size_t numel,
                          const req_tensor_t *in) {
   int writable = !in->borrowed || req->body_mem != NULL;
   if (writable && req->output_dtype == in->t.dtype &&
@@ -168,7 +168,7 @@ int compute__output_memory(const request_t *req, result_t *res, size_t numel,
 
 /* The result's statistics arrays for a norm's kind of stats. 0, or -1 with
  * a 500 problem. */
-int compute__alloc_stats(result_t *res, stats_kind_t kind, problem_t *prob) {
+static int alloc_stats(result_t *res, stats_kind_t kind, problem_t *prob) {
   switch (kind) {
   case STATS_MEAN_VAR:
     res->mean = compute__alloc_doubles(res->ngroups, prob);
@@ -183,6 +183,28 @@ int compute__alloc_stats(result_t *res, stats_kind_t kind, problem_t *prob) {
   case STATS_NONE: break;
   }
   return prob->status ? -1 : 0;
+}
+
+int compute__groups(const request_t *req, result_t *res, problem_t *prob,
+                    const kernel_t *k, const norm_tensor_t *x, size_t *numel) {
+  int err = norm_tensor_check(x, numel, NULL);
+  if (err != NORM_OK) return problem_from_norm(prob, err, "input");
+  int64_t groups = k->groups(req, x);
+  if (groups < 0)
+    return problem_from_norm(prob, (int)groups,
+                             compute__field_of((int)groups, req));
+  res->ngroups = (size_t)groups;
+  return 0;
+}
+
+int compute__output(const request_t *req, result_t *res, problem_t *prob,
+                    const kernel_t *k, const norm_tensor_t *x, size_t numel,
+                    const req_tensor_t *over) {
+  res->output = *x;
+  res->output.dtype = req->output_dtype;
+  if (output_memory(req, res, numel, over) != 0)
+    return problem_set(prob, PROBLEM_OUT_OF_MEMORY, NULL, "out of memory");
+  return alloc_stats(res, k->stats, prob);
 }
 
 /* Fused residual add (vLLM's fused_add_rms_norm, FlashAttention's
@@ -227,18 +249,9 @@ int compute__run_norm(const request_t *req, result_t *res, problem_t *prob,
   const norm_tensor_t *x =
       req->residual_in.present ? &res->residual_out : &req->input.t;
   size_t numel;
-  int err = norm_tensor_check(x, &numel, NULL);
-  if (err != NORM_OK) return problem_from_norm(prob, err, "input");
-  int64_t groups = k->groups(req, x);
-  if (groups < 0)
-    return problem_from_norm(prob, (int)groups, compute__field_of((int)groups, req));
-  res->ngroups = (size_t)groups;
-
-  res->output = *x;
-  res->output.dtype = req->output_dtype;
-  if (compute__output_memory(req, res, numel, &req->input) != 0)
-    return problem_set(prob, PROBLEM_OUT_OF_MEMORY, NULL, "out of memory");
-  if (compute__alloc_stats(res, k->stats, prob) != 0) return -1;
+  if (compute__groups(req, res, prob, k, x, &numel) != 0 ||
+      compute__output(req, res, prob, k, x, numel, &req->input) != 0)
+    return -1;
   norm_stats_t st = {res->mean, res->var, res->rstd, res->rms};
   split.kernel = k;
   split.req = req;
@@ -248,7 +261,7 @@ int compute__run_norm(const request_t *req, result_t *res, problem_t *prob,
   split.y = &res->output;
   split.st = &st;
   split.norms = res->norm;
-  err = compute__split_run(&split, res->ngroups, compute__tensor_bytes(x));
+  int err = compute__split_run(&split, res->ngroups, compute__tensor_bytes(x));
   norm_moments_params_t out_layout = {NORM_MOMENTS_ROWS, 1};
   k->layout(req, x, res, &out_layout);
   if (err != NORM_OK) return problem_from_norm(prob, err, compute__field_of(err, req));

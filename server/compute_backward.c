@@ -47,13 +47,9 @@ int compute__run_backward(const request_t *req, result_t *res, problem_t *prob,
                         const backward_t *k, split_t split) {
   const norm_tensor_t *x = &req->input.t;
   size_t numel, nw = 0, nb = 0;
-  int err = norm_tensor_check(x, &numel, NULL);
-  if (err != NORM_OK) return problem_from_norm(prob, err, "input");
-  int64_t groups = k->forward->groups(req, x);
-  if (groups < 0)
-    return problem_from_norm(prob, (int)groups, compute__field_of((int)groups, req));
-  res->ngroups = (size_t)groups;
-  err = norm_tensor_check(&req->grad_output.t, NULL, NULL);
+  if (compute__groups(req, res, prob, k->forward, x, &numel) != 0) return -1;
+  /* before grad_input may take over grad_output's memory, sized as x */
+  int err = norm_tensor_check(&req->grad_output.t, NULL, NULL);
   if (err == NORM_OK && (req->grad_output.t.rank != x->rank ||
                          memcmp(req->grad_output.t.shape, x->shape,
                                 (size_t)x->rank * sizeof x->shape[0]) != 0))
@@ -69,11 +65,8 @@ int compute__run_backward(const request_t *req, result_t *res, problem_t *prob,
   if (b && !affine_shaped(req, k->forward, x, b, &nb))
     return problem_from_norm(prob, NORM_E_BIAS, "bias");
 
-  res->output = *x;
-  res->output.dtype = req->output_dtype;
-  if (compute__output_memory(req, res, numel, &req->grad_output) != 0)
-    return problem_set(prob, PROBLEM_OUT_OF_MEMORY, NULL, "out of memory");
-  compute__alloc_stats(res, k->forward->stats, prob);
+  if (compute__output(req, res, prob, k->forward, x, numel, &req->grad_output) != 0)
+    return -1;
   double *gw = w ? compute__alloc_doubles(nw, prob) : NULL;
   double *gb = b ? compute__alloc_doubles(nb, prob) : NULL;
   if (prob->status) {

@@ -84,9 +84,16 @@ int compute__split_run(split_t *s, size_t groups, size_t bytes);
 size_t compute__tensor_bytes(const norm_tensor_t *t);
 /* The request field a core error is about. */
 const char *compute__field_of(int err, const request_t *req);
-int compute__output_memory(const request_t *req, result_t *res, size_t numel,
-                           const req_tensor_t *in);
-int compute__alloc_stats(result_t *res, stats_kind_t kind, problem_t *prob);
+/* The start every norm's path shares: x valid and its groups
+ * (res->ngroups; *numel its element count), then the output of x's shape
+ * in the requested dtype over `over`'s memory when it may be (the input,
+ * or a backward's grad_output), and the kernel's kind of stats. 0, or -1
+ * with the problem. */
+int compute__groups(const request_t *req, result_t *res, problem_t *prob,
+                    const kernel_t *k, const norm_tensor_t *x, size_t *numel);
+int compute__output(const request_t *req, result_t *res, problem_t *prob,
+                    const kernel_t *k, const norm_tensor_t *x, size_t numel,
+                    const req_tensor_t *over);
 /* The path every forward norm takes (split: what one norm adds). */
 int compute__run_norm(const request_t *req, result_t *res, problem_t *prob,
                       const kernel_t *k, split_t split);
