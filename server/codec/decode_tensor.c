@@ -19,10 +19,10 @@
  * once more to the dtype: exact unless the double is a midpoint of float32,
  * float16 or bfloat16 and the text is not (it lies within half a double's
  * ulp of one). Only the text can settle those, on numarray's fast path
- * (numarray_fill), which takes every well-formed tensor array but those of
- * a body with a string holding the escape \u0001, those whose key is
- * spelled with an escape, and those holding an escaped non-finite spelling
- * ("\u004eaN"). */
+ * (numarray_fill), which takes every well-formed tensor array (see
+ * numarray.h); what comes here is data the fast path refused (empty,
+ * ragged, or not numbers: the error is reported from here) and the arrays
+ * of /v1/moments/merge's parts, which are float64. */
 int decode_number(const json_t *v, double *out) {
   if (json_is_number(v)) {
     *out = json_number_value(v);

@@ -12,17 +12,24 @@
 
 #include "fmt.h"
 
-/* The longest placeholder: quotes, the 6-character escape \u0001 and an
- * index of up to 20 digits. */
-enum { PLACEHOLDER_MAX = 28 };
-
-/* The placeholder's first character (written \u0001 in the skeleton). A
- * body whose strings hold the escape \u0001 is not rewritten at all, so a
- * client's string can never be taken for a placeholder. */
+/* A placeholder is a string: `mark_len` characters \x01 (each written as
+ * the escape \u0001 in the skeleton), then the array's index in decimal.
+ * mark_len is one more than the longest run of \u0001 escapes in any of
+ * the client's strings, so no client string can pose as a placeholder
+ * (JSON has no other spelling of \x01 in a string). The longest
+ * placeholder: quotes, the escapes and an index of up to 20 digits. */
 #define PLACEHOLDER_MARK '\x01'
+static size_t placeholder_max(int mark_len) { return 2 + 6 * (size_t)mark_len + 20; }
 
-static const char *const tensor_keys[] = {"data", "input", "weight", "bias",
+/* The keys whose array value is tensor data: "data" of a tensor object,
+ * and the tensor fields given as bare arrays. "mean" and "var" (batch
+ * norm's names for the running statistics) only as members of the body's
+ * own object: /v1/moments/merge's parts hold arrays of those names too,
+ * deeper, which decode.c reads from jansson's document. */
+static const char *const tensor_keys[] = {"data",         "input",       "grad_output",
+                                          "residual",     "weight",      "bias",
                                           "running_mean", "running_var"};
+static const char *const top_tensor_keys[] = {"mean", "var"};
 
 static int is_ws(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
 static int is_digit(char c) { return c >= '0' && c <= '9'; }
@@ -33,31 +40,86 @@ static const char *skip_ws(const char *p, const char *end) {
 }
 
 /* Past the string whose opening quote is at p, or NULL when it does not
- * end before `end`. Sets *marked when the string holds the escape \u0001
- * (the placeholders' mark). */
-static const char *skip_string(const char *p, const char *end, int *marked) {
+ * end before `end`. Raises *run to the longest run of \u0001 escapes (the
+ * placeholders' mark) the string holds. */
+static const char *skip_string(const char *p, const char *end, int *run) {
+  int here = 0;
   for (p++; p < end; p++) {
     if (*p == '"') return p + 1;
     if (*p == '\\') {
-      if (end - p >= 6 && memcmp(p, "\\u0001", 6) == 0) *marked = 1;
+      if (end - p >= 6 && memcmp(p, "\\u0001", 6) == 0) {
+        if (++here > *run) *run = here;
+        p += 5;
+        continue;
+      }
       p++;
     }
+    here = 0;
   }
   return NULL;
 }
 
-/* The length of a quoted non-finite spelling at p ("NaN" with its quotes
- * is 5; the spellings are fmt_parse_nonfinite's), 0 if p is not one; its
- * value in *v. */
-static size_t nonfinite_len(const char *p, const char *end, double *v) {
-  char text[16]; /* the longest spelling, "+Infinity", fits */
+static int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+/* The text of the JSON string whose opening quote is at p, its escapes
+ * decoded, into out (cap bytes, NUL-terminated): its length, or 0 when it
+ * does not end before `end`, does not fit, or holds anything but ASCII
+ * (what tensor keys and the non-finite spellings are made of). *after is
+ * past the closing quote. Keys and spellings are compared decoded, as
+ * jansson will read them: "d\u0061ta" is the key data. */
+static size_t short_ascii_string(const char *p, const char *end, char *out,
+                                 size_t cap, const char **after) {
   size_t n = 0;
   for (p++; p < end && *p != '"'; p++) {
-    if (n == sizeof text - 1) return 0;
-    text[n++] = *p;
+    char c = *p;
+    if (c == '\\') {
+      if (++p >= end) return 0;
+      switch (*p) {
+      case '"': case '\\': case '/': c = *p; break;
+      case 'b': c = '\b'; break;
+      case 'f': c = '\f'; break;
+      case 'n': c = '\n'; break;
+      case 'r': c = '\r'; break;
+      case 't': c = '\t'; break;
+      case 'u': {
+        int code = 0;
+        for (int k = 1; k <= 4; k++) {
+          int h = p + k < end ? hex_digit(p[k]) : -1;
+          if (h < 0) return 0;
+          code = code * 16 + h;
+        }
+        if (code == 0 || code > 0x7f) return 0;
+        c = (char)code;
+        p += 4;
+        break;
+      }
+      default: return 0;
+      }
+    } else if ((unsigned char)c >= 0x80) {
+      return 0;
+    }
+    if (n + 1 >= cap) return 0;
+    out[n++] = c;
   }
-  text[n] = '\0';
-  return p < end && fmt_parse_nonfinite(text, v) ? n + 2 : 0;
+  if (p >= end) return 0;
+  out[n] = '\0';
+  *after = p + 1;
+  return n;
+}
+
+/* The length of a quoted non-finite spelling at p ("NaN" with its quotes
+ * is 5, "\u004eaN" with its quotes 10; the spellings are
+ * fmt_parse_nonfinite's), 0 if p is not one; its value in *v. */
+static size_t nonfinite_len(const char *p, const char *end, double *v) {
+  char text[16]; /* the longest spelling, "+Infinity", fits */
+  const char *after;
+  if (short_ascii_string(p, end, text, sizeof text, &after) == 0) return 0;
+  return fmt_parse_nonfinite(text, v) ? (size_t)(after - p) : 0;
 }
 
 /* The parsed values of all arrays taken so far, one growing buffer. */
@@ -144,10 +206,16 @@ after_value:
   return SCAN_OK;
 }
 
-/* Is the JSON string text [s, s+n) (without quotes) a tensor key? */
-static int is_tensor_key(const char *s, size_t n) {
+/* Is the JSON string whose opening quote is at s the key of tensor data,
+ * in an object at this depth (1: the body's own)? */
+static int is_tensor_key(const char *s, const char *end, int depth) {
+  char key[16]; /* longer than the longest tensor key */
+  const char *after;
+  if (short_ascii_string(s, end, key, sizeof key, &after) == 0) return 0;
   for (size_t i = 0; i < sizeof tensor_keys / sizeof tensor_keys[0]; i++)
-    if (strlen(tensor_keys[i]) == n && memcmp(tensor_keys[i], s, n) == 0) return 1;
+    if (strcmp(tensor_keys[i], key) == 0) return 1;
+  for (size_t i = 0; depth == 1 && i < sizeof top_tensor_keys / sizeof top_tensor_keys[0]; i++)
+    if (strcmp(top_tensor_keys[i], key) == 0) return 1;
   return 0;
 }
 
@@ -167,7 +235,7 @@ static int push_array(numarrays_t *out, const numarray_t *a, size_t *cap) {
  * doubling). */
 static int skeleton_room(numarrays_t *out, size_t *cap, size_t more) {
   if (out->skeleton_len + more <= *cap) return 0;
-  size_t want = 2 * (out->skeleton_len + more) + 4 * PLACEHOLDER_MAX;
+  size_t want = 2 * (out->skeleton_len + more) + 64;
   char *grown = realloc(out->skeleton, want);
   if (grown == NULL) return -1;
   out->skeleton = grown;
@@ -175,28 +243,31 @@ static int skeleton_room(numarrays_t *out, size_t *cap, size_t more) {
   return 0;
 }
 
-int numarray_extract(const char *json, size_t len, numarrays_t *out) {
+/* One pass of numarray_extract with placeholders of mark_len marks; the
+ * longest run of \u0001 escapes in the body's strings goes to *run. */
+static int extract(const char *json, size_t len, int mark_len, numarrays_t *out,
+                   int *run) {
   memset(out, 0, sizeof *out);
+  out->mark_len = mark_len;
+  *run = 0;
   const char *p = json, *end = json + len;
-  const char *copied = json;           /* the skeleton holds json up to here */
-  const char *last = NULL, *key = NULL; /* the last string; the current key */
-  size_t last_len = 0, key_len = 0, cap = 0, skeleton_cap = 0;
-  int depth = 0, marked = 0;
+  const char *copied = json;            /* the skeleton holds json up to here */
+  const char *last = NULL, *key = NULL; /* opening quotes: the last string, the key */
+  size_t cap = 0, skeleton_cap = 0;
+  int depth = 0;
   values_t vals = {0};
   while (p < end) {
     char c = *p;
     if (c == '"') {
-      const char *after = skip_string(p, end, &marked);
+      const char *after = skip_string(p, end, run);
       if (after == NULL) break; /* unterminated: jansson will say so */
-      last = p + 1;
-      last_len = (size_t)(after - p - 2);
+      last = p;
       key = NULL;
       p = after;
       continue;
     }
     if (c == ':') {
       key = last;
-      key_len = last_len;
       last = NULL;
       p++;
       continue;
@@ -209,18 +280,22 @@ int numarray_extract(const char *json, size_t len, numarrays_t *out) {
     const char *after;
     scan_result_t scanned = SCAN_REJECTED;
     size_t kept = vals.len;
-    if (c == '[' && key != NULL && is_tensor_key(key, key_len))
+    if (c == '[' && key != NULL && is_tensor_key(key, end, depth))
       scanned = scan_array(p, end, &a, &vals, &after);
     if (scanned == SCAN_OOM) goto oom;
     if (scanned == SCAN_OK) {
       /* A placeholder may be longer than the array it replaces ("[1]"). */
-      if (skeleton_room(out, &skeleton_cap, (size_t)(p - copied) + PLACEHOLDER_MAX) != 0 ||
+      if (skeleton_room(out, &skeleton_cap,
+                        (size_t)(p - copied) + placeholder_max(mark_len)) != 0 ||
           push_array(out, &a, &cap) != 0)
         goto oom;
       memcpy(out->skeleton + out->skeleton_len, copied, (size_t)(p - copied));
       out->skeleton_len += (size_t)(p - copied);
-      out->skeleton_len += (size_t)sprintf(out->skeleton + out->skeleton_len,
-                                           "\"\\u0001%zu\"", out->count - 1);
+      char *w = out->skeleton + out->skeleton_len;
+      *w++ = '"';
+      for (int m = 0; m < mark_len; m++, w += 6) memcpy(w, "\\u0001", 6);
+      w += sprintf(w, "%zu\"", out->count - 1);
+      out->skeleton_len = (size_t)(w - out->skeleton);
       if (depth + a.rank > out->depth) out->depth = depth + a.rank;
       copied = p = after;
     } else {
@@ -233,13 +308,6 @@ int numarray_extract(const char *json, size_t len, numarrays_t *out) {
       p++;
     }
     key = last = NULL;
-  }
-  if (marked) { /* a client string could pose as a placeholder: no skeleton */
-    int deepest = out->depth;
-    free(vals.v);
-    numarray_free(out);
-    out->depth = deepest;
-    return 0;
   }
   if (out->skeleton != NULL) {
     if (skeleton_room(out, &skeleton_cap, (size_t)(end - copied) + 1) != 0) goto oom;
@@ -257,6 +325,16 @@ oom:
   return -1;
 }
 
+int numarray_extract(const char *json, size_t len, numarrays_t *out) {
+  int run;
+  if (extract(json, len, 1, out, &run) != 0) return -1;
+  if (run == 0) return 0;
+  /* A client string holds the mark: again with a longer one (rare, so
+   * the common body is scanned once). */
+  numarray_free(out);
+  return extract(json, len, run + 1, out, &run);
+}
+
 void numarray_free(numarrays_t *a) {
   free(a->skeleton);
   free(a->values);
@@ -268,9 +346,12 @@ const numarray_t *numarray_of(const numarrays_t *a, const json_t *v) {
   if (a == NULL || a->count == 0 || !json_is_string(v)) return NULL;
   const char *s = json_string_value(v);
   size_t n = json_string_length(v);
-  if (n < 2 || s[0] != PLACEHOLDER_MARK) return NULL;
+  size_t marks = (size_t)a->mark_len;
+  if (n <= marks) return NULL;
+  for (size_t i = 0; i < marks; i++)
+    if (s[i] != PLACEHOLDER_MARK) return NULL;
   size_t index = 0;
-  for (size_t i = 1; i < n; i++) {
+  for (size_t i = marks; i < n; i++) {
     if (!is_digit(s[i]) || index > a->count) return NULL;
     index = index * 10 + (size_t)(s[i] - '0');
   }

@@ -10,10 +10,14 @@
  * rounds the array's doubles into the tensor buffer.
  *
  * Only what the scanner accepts exactly is replaced: an array that is the
- * value of "data" or of a tensor field ("input", "weight", "bias",
- * "running_mean", "running_var"), rectangular, non-empty, holding only JSON
- * numbers within float64's range and the non-finite spellings ("NaN",
- * "Infinity", "-Infinity", "+Infinity"). Anything else -- bad syntax,
+ * value of "data" or of a tensor field ("input", "grad_output",
+ * "residual", "weight", "bias", "running_mean", "running_var", and
+ * "mean" and "var" as members of the body's own object; keys
+ * compared with their escapes decoded), rectangular, non-empty, holding
+ * only JSON numbers within float64's range and the non-finite spellings
+ * ("NaN", "Infinity", "-Infinity", "+Infinity", escapes decoded). Bodies
+ * whose strings hold the escape \u0001 (the placeholders' mark) get
+ * longer placeholders. Anything else -- bad syntax,
  * other values, ragged nesting, numbers too big -- stays in the skeleton
  * for jansson and the slow path, so every error is still reported by one
  * piece of code. */
@@ -50,6 +54,7 @@ typedef struct {
   size_t count;
   double *values; /* all the arrays' values, one after another */
   int depth; /* the deepest nesting of [ and { in the whole text */
+  int mark_len; /* a placeholder's \x01 marks (numarray.c) */
 } numarrays_t;
 
 /* Scans json (len bytes, not necessarily NUL-terminated) and fills out,

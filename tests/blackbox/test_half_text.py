@@ -120,13 +120,33 @@ def test_kserve_v2_mean_is_the_exactly_rounded_text(daemon, dtype):
     assert got == [round_text(t, dtype) for t in texts]
 
 
-# A body with a string holding the escape \u0001 (here the v2 request id)
-# turns the numeric-array fast path off (the escape marks its placeholders),
-# and jansson gives the tensor's numbers as doubles: a text whose double is
-# a midpoint then ties to even whatever its tail says. The limit of the
-# slow path, kept visible: strict, so making it exact shows up here.
-@pytest.mark.xfail(strict=True, reason="the jansson path rounds the double")
-def test_slow_path_still_rounds_the_double(daemon):
-    texts = ["1.00048828125000000000000000001"]
-    got = v2_means(daemon, v2_request(texts, "float16", request_id="\\u0001"))
-    assert got == [1 + 2 ** -10]
+# Bodies the numeric-array fast path once refused, so that jansson gave
+# the numbers as doubles and a text whose double is a midpoint tied to
+# even whatever its tail said: a string holding the escape \u0001 (the
+# placeholders' mark; here the v2 request id, three in a row), a key
+# spelled with an escape, an escaped non-finite spelling beside it. Each
+# must round the text, as the plain body does.
+SLOW_TEXTS = ["1.00048828125000000000000000001", "1.00048828125",
+              "1.00146484375000000000000000001"]
+
+
+@pytest.mark.parametrize("request_id", ["\\u0001", "\\u0001\\u0001\\u00010",
+                                        "x\\u00011"])
+def test_a_marked_string_keeps_the_text_exact(daemon, request_id):
+    got = v2_means(daemon, v2_request(SLOW_TEXTS, "float16",
+                                      request_id=request_id))
+    assert got == [round_text(t, "float16") for t in SLOW_TEXTS]
+    assert got[0] == 1 + 2 ** -10  # the tail rounds up, not to even
+
+
+@pytest.mark.parametrize("dtype", sorted(FORMATS))
+def test_escaped_keys_and_spellings_keep_the_text_exact(daemon, dtype):
+    texts = midpoint_texts(dtype)[:9]
+    body = ('{"\\u0069nput": {"shape": [%d, 1], "dtype": "%s", '
+            '"d\\u0061ta": [%s, "\\u004eaN"]}}'
+            % (len(texts) + 1, dtype, ", ".join(texts)))
+    r = daemon.post_json("/v1/moments", body)
+    assert r.status == 200, r
+    means = [nonfinite(v) for v in r.json()["mean"]]
+    assert means[:-1] == [round_text(t, dtype) for t in texts]
+    assert math.isnan(means[-1])

@@ -93,6 +93,40 @@ START_TEST(test_taken) {
   expect_taken("{\"running_var\":[ 1 , 2 , 3 , 4 , 5 , 6 , 7 , 8 , 9 , 10 ]}", 10, 1);
   expect_taken("{\"inputs\":[{\"name\":\"input\",\"data\":" ROW16 "}]}", 16, 1);
   expect_taken("{\"input\":[[[[1,2,3,4,5,6,7,8,9]]],[[[1,2,3,4,5,6,7,8,9]]]]}", 18, 4);
+  /* Keys and spellings are compared as jansson reads them. */
+  expect_taken("{\"d\\u0061ta\":" ROW16 "}", 16, 1);
+  expect_taken("{\"\\u0069nput\":" ROW16 "}", 16, 1);
+  expect_taken("{\"data\":[\"\\u004eaN\",\"-Infinit\\u0079\",1]}", 3, 1);
+  expect_left("{\"d\\u00e1ta\":" ROW16 "}"); /* not ASCII: not a tensor key */
+  expect_taken("{\"grad_output\":" ROW16 "}", 16, 1);
+  expect_taken("{\"residual\":" ROW16 "}", 16, 1);
+  expect_taken("{\"input\":{},\"mean\":" ROW16 "}", 16, 1); /* batch norm's name */
+  expect_left("{\"data\":[\"N\\u0000aN\",1]}");
+}
+END_TEST
+
+/* A client string holding the mark \u0001 (here three in a row, and one
+ * that looks like a placeholder of the usual length) does not turn the
+ * path off: the placeholders get one mark more than the longest run, so
+ * no string of the client's can be taken for one. */
+START_TEST(test_marked_strings) {
+  const char *json = "{\"id\":\"\\u0001\\u0001\\u00010\",\"x\":\"\\u00010\","
+                     "\"data\":[1,2]}";
+  numarrays_t a;
+  extract(json, &a);
+  ck_assert_uint_eq(a.count, 1);
+  ck_assert_int_eq(a.mark_len, 4);
+  ck_assert_str_eq(a.skeleton, "{\"id\":\"\\u0001\\u0001\\u00010\",\"x\":\"\\u00010\","
+                               "\"data\":\"\\u0001\\u0001\\u0001\\u00010\"}");
+  json_t *doc = json_loads(a.skeleton, 0, NULL);
+  ck_assert_ptr_nonnull(doc);
+  ck_assert_ptr_eq(numarray_of(&a, json_object_get(doc, "data")), &a.arrays[0]);
+  ck_assert_ptr_null(numarray_of(&a, json_object_get(doc, "id")));
+  ck_assert_ptr_null(numarray_of(&a, json_object_get(doc, "x")));
+  json_decref(doc);
+  numarray_free(&a);
+  /* A lone mark with no array to take: no skeleton, as for any body. */
+  expect_left("{\"x\":\"\\u0001\"}");
 }
 END_TEST
 
@@ -113,8 +147,6 @@ START_TEST(test_left_to_jansson) {
   expect_left("{\"data\":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,\"nan\"]}");
   expect_left("{\"data\":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15"); /* unterminated */
   expect_left("{\"data\":[[[[[[[[[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15]]]]]]]]]}");
-  /* A client string that could pose as a placeholder turns the path off. */
-  expect_left("{\"x\":\"\\u0001\",\"data\":" ROW16 "}");
   expect_left("{\"data\":\"" ROW16 "\"}"); /* inside a string */
   expect_left("{\"data\" " ROW16 "}");      /* no colon: not a key */
 }
@@ -276,6 +308,7 @@ START_TEST(test_depth) {
       {"{\"a\":[[[1]]],\"b\":{}}", 4},
       {"{\"input\":[[[1,2,3,4,5,6,7,8,9,10],[1,2,3,4,5,6,7,8,9,10]]]}", 4},
       {"{\"x\":\"\\u0001\",\"input\":[[[1,2,3,4,5,6,7,8,9,10,11,12,13,14]]]}", 4},
+      {"{\"x\":\"\\u0001\",\"a\":[[[[1]]]]}", 5},
       {"[[[[[[[[[[", 10},
       {"{\"a\":\"\\\"[[[\"}", 1},
   };
@@ -328,6 +361,7 @@ Suite *numarray_suite(void) {
   tcase_add_test(core, test_skeleton_longer_than_body);
   tcase_add_test(core, test_taken);
   tcase_add_test(core, test_left_to_jansson);
+  tcase_add_test(core, test_marked_strings);
   tcase_add_test(core, test_depth);
   tcase_add_test(core, test_fill_exact);
   tcase_add_test(core, test_fill_nonfinite_and_range);
