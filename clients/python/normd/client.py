@@ -89,7 +89,10 @@ class Client:
         timeout: socket timeout in seconds for each exchange.
         binary_threshold: requests whose tensors take at least this many
             bytes use the binary framing, smaller ones JSON; 0 always uses
-            the framing, None never.
+            the framing, None never. The default, 2048, lies between
+            256 bytes (JSON a little faster: 2.3 vs 2.6 ms a layer norm on
+            loopback) and 4 KiB (framing 3.2 ms, JSON 8.9 ms; at 1 MiB
+            23 ms vs 1.2 s), measured on a loaded 2-core test host.
         retries: how many times a 503 (overloaded or draining) is retried
             before :class:`Overloaded` / :class:`Draining` is raised.
         max_retry_wait: the longest wait between two tries, in seconds
@@ -104,7 +107,7 @@ class Client:
     """
 
     def __init__(self, url="http://localhost:8080", api_key=None, timeout=30,
-                 binary_threshold=65536, retries=3, max_retry_wait=30.0,
+                 binary_threshold=2048, retries=3, max_retry_wait=30.0,
                  ssl_context=None):
         parts = urllib.parse.urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:

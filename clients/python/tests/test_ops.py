@@ -326,3 +326,15 @@ def test_info_and_ready(daemon):
     info = c.info()
     assert "version" in info and info["limits"]["max_inflight"] >= 1
     assert c.ready() is True
+
+
+def test_transport_chosen_by_size(daemon):
+    """The default client frames a request once its tensors reach
+    binary_threshold bytes, and sends JSON below."""
+    from conftest import spy_on_exchanges
+    c = spy_on_exchanges(normd.Client(daemon.base, binary_threshold=4096))
+    c.layer_norm(np.ones((1, 1023), np.float32))   # 4092 bytes
+    c.layer_norm(np.ones((1, 1024), np.float32))   # 4096 bytes
+    assert [sent for sent, _ in c.exchanges] == ["application/json",
+                                                 "application/octet-stream"]
+    assert normd.Client().binary_threshold == 2048
