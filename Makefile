@@ -109,6 +109,12 @@ $(EXAMPLE_CLIENT): examples/client.c
 blackbox-test: $(NORMD) $(EXAMPLE_CLIENT)
 	/usr/bin/python3 -m pytest -q tests/blackbox tests/contract
 
+# The Python client (clients/python, package normd) against the live daemon:
+# every method, dtype and transport, errors, retries, the offline venv install.
+.PHONY: python-client-test
+python-client-test: $(NORMD)
+	PYTHONPATH=clients/python /usr/bin/python3 -m pytest -q clients/python/tests
+
 # The teaching page (web/index.html) in Debian's chromium, driven by
 # playwright-core from npm (pinned by tests/browser/package-lock.json,
 # installed into tests/browser/node_modules, never committed; no browser is
@@ -132,6 +138,7 @@ test:
 	$(MAKE) --no-print-directory unit-test
 	$(MAKE) --no-print-directory browser-test
 	$(MAKE) --no-print-directory blackbox-test
+	$(MAKE) --no-print-directory python-client-test
 
 # Benchmark and exactness programs (bench/), built with the release flags:
 # -O2, no -march=native (the kernels pick AVX-512 / AVX2 at run time).

@@ -8,9 +8,10 @@ set -euo pipefail
 
 build=(gcc make pkg-config libmicrohttpd-dev libjansson-dev libuv1-dev libgnutls28-dev)
 # tests/contract: PyYAML and jsonschema read and apply api/openapi.yaml, the
-# redocly linter comes from npm (node/npm below), libcurl builds examples/client.c.
+# redocly linter comes from npm (node/npm below), libcurl builds examples/client.c;
+# the Python client's install test builds it in a venv with Debian's setuptools.
 test=("${build[@]}" check python3 python3-pytest python3-numpy prometheus curl openssl
-  python3-yaml python3-jsonschema libcurl4-openssl-dev)
+  python3-yaml python3-jsonschema libcurl4-openssl-dev python3-setuptools python3-venv)
 bench=("${build[@]}" wrk nginx-light python3-torch python3-numpy curl)
 fixtures=(python3-torch python3-numpy)
 # make browser-test (part of make test): Debian's chromium, driven from
