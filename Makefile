@@ -14,7 +14,7 @@ CORE_SRC := $(wildcard core/*.c)
 CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/%.o)
 CORE_LIB := $(BUILD)/libnormcore.a
 
-SERVER_PKGS := libmicrohttpd jansson libuv gnutls
+SERVER_PKGS := libmicrohttpd jansson libuv gnutls zlib
 SERVER_CFLAGS = $(shell $(PKG_CONFIG) --cflags $(SERVER_PKGS) 2>/dev/null) \
                 -DNORMD_VERSION='"$(VERSION)"' -DNORMD_REVISION='"$(REVISION)"'
 SERVER_LIBS = $(shell $(PKG_CONFIG) --libs $(SERVER_PKGS) 2>/dev/null) -lpthread -lm
