@@ -254,7 +254,7 @@ test-valgrind: $(UNIT_BIN)
 # libFuzzer targets (clang): tests/fuzz/fuzz_<target>.c against the server
 # and core built with coverage, ASan and UBSan in build/fuzz.
 FUZZ_BUILD := build/fuzz
-FUZZ_TARGETS := json npy framed query config request
+FUZZ_TARGETS := json npy framed query config request inflate
 FUZZ_SECONDS ?= 300
 
 $(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h $(SERVER_LIB) $(CORE_LIB)
