@@ -133,7 +133,7 @@ wire_bytes() {
   local h=(-H "Content-Type: application/json")
   [ -n "$2" ] && h+=(-H "Accept-Encoding: $2")
   [ -n "$3" ] && h+=(-H "Content-Encoding: $3")
-  curl -sf "${h[@]}" --data-binary "@$1" "$url" -o /dev/null -w '%{size_upload} %{size_download}'
+  curl -sf "${h[@]}" --data-binary "@$1" "$url" -o /dev/null -w '%{size_upload} %{size_download}\n'
 }
 
 # label | request body | Accept-Encoding | Content-Encoding
