@@ -247,8 +247,10 @@ def test_bomb_is_413_with_memory_bounded(make_daemon):
         assert str(limit) in doc["detail"], doc
     grown = vm_hwm_kib(d.proc.pid) - before
     # at most the 1 MiB body, half of it again while doubling, and zlib's
-    # window; never the 10 MiB
-    assert grown < 4 << 10, "VmHWM grew by %d KiB" % grown
+    # window: about 2.4 MiB (5.6 MiB under ASan, its redzones and
+    # quarantine); inflating it all would take the 10 MiB, in a 16 MiB
+    # buffer after doubling
+    assert grown < 8 << 10, "VmHWM grew by %d KiB" % grown
     assert d.alive()
 
 
