@@ -14,7 +14,7 @@ CORE_SRC := $(wildcard core/*.c)
 CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/%.o)
 CORE_LIB := $(BUILD)/libnormcore.a
 
-SERVER_PKGS := libmicrohttpd jansson libuv gnutls
+SERVER_PKGS := libmicrohttpd jansson libuv gnutls zlib
 SERVER_CFLAGS = $(shell $(PKG_CONFIG) --cflags $(SERVER_PKGS) 2>/dev/null) \
                 -DNORMD_VERSION='"$(VERSION)"' -DNORMD_REVISION='"$(REVISION)"'
 SERVER_LIBS = $(shell $(PKG_CONFIG) --libs $(SERVER_PKGS) 2>/dev/null) -lpthread -lm
@@ -261,7 +261,7 @@ test-valgrind: $(UNIT_BIN)
 # libFuzzer targets (clang): tests/fuzz/fuzz_<target>.c against the server
 # and core built with coverage, ASan and UBSan in build/fuzz.
 FUZZ_BUILD := build/fuzz
-FUZZ_TARGETS := json npy framed query config request
+FUZZ_TARGETS := json npy framed query config request inflate
 FUZZ_SECONDS ?= 300
 
 $(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h $(SERVER_LIB) $(CORE_LIB)

@@ -6,7 +6,7 @@
 # Runs apt-get as root, or through sudo when not root.
 set -euo pipefail
 
-build=(gcc make pkg-config libmicrohttpd-dev libjansson-dev libuv1-dev libgnutls28-dev)
+build=(gcc make pkg-config libmicrohttpd-dev libjansson-dev libuv1-dev libgnutls28-dev zlib1g-dev)
 # tests/contract: PyYAML and jsonschema read and apply api/openapi.yaml, the
 # redocly linter comes from npm (node/npm below), libcurl builds examples/client.c;
 # the Python client's install test builds it in a venv with Debian's setuptools.

@@ -15,7 +15,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-typedef enum { KEY_INT, KEY_STR } key_type_t;
+typedef enum { KEY_INT, KEY_STR, KEY_BOOL } key_type_t;
 
 /* Extra validation for a string value: 0, or -1 with the reason in why. */
 typedef int (*str_check_fn)(const char *value, char *why, size_t whylen);
@@ -26,7 +26,7 @@ typedef struct {
   size_t off;
   size_t size;      /* sizeof the config_t member (KEY_STR: with the NUL) */
   int64_t min, max; /* KEY_INT bounds, inclusive */
-  int64_t idef;     /* KEY_INT default */
+  int64_t idef;     /* KEY_INT default; KEY_BOOL's, 0 or 1 */
   const char *sdef; /* KEY_STR default */
   str_check_fn check;
   const char *help;
@@ -43,6 +43,14 @@ typedef struct {
   {                                                                            \
     .name = #f, .type = KEY_STR, .off = offsetof(config_t, f),                 \
     .size = MEMBER_SIZE(f), .sdef = def, .check = check_, .help = help_        \
+  }
+
+/* A boolean (an int member, 0 or 1): true / false in the JSON file, and
+ * true, false, 1 or 0 in the environment and on the command line. */
+#define BOOL_KEY(f, def, help_)                                                \
+  {                                                                            \
+    .name = #f, .type = KEY_BOOL, .off = offsetof(config_t, f),                \
+    .size = MEMBER_SIZE(f), .min = 0, .max = 1, .idef = def, .help = help_     \
   }
 
 #define SECRET_KEY(f, help_)                                                   \
@@ -88,6 +96,9 @@ static const key_def_t keys[] = {
             "deepest JSON nesting accepted in a request body"),
     INT_KEY(max_explain_elements, 1, INT64_C(1) << 24, 65536,
             "largest input (elements) whose intermediate steps may be returned"),
+    BOOL_KEY(compression, 1,
+             "compress answers of 1 KiB or more in gzip or deflate when "
+             "Accept-Encoding asks; false when a proxy in front compresses"),
     STR_KEY(cors_origins, "*", check_cors,
             "\"*\", or comma-separated origins (https://host[:port]) allowed "
             "by CORS; \"\" disables CORS"),
@@ -184,6 +195,12 @@ static int64_t *int_field(config_t *cfg, const key_def_t *k) {
 static const int64_t *int_field_c(const config_t *cfg, const key_def_t *k) {
   return (const int64_t *)(const void *)((const char *)cfg + k->off);
 }
+static int *bool_field(config_t *cfg, const key_def_t *k) {
+  return (int *)(void *)((char *)cfg + k->off);
+}
+static const int *bool_field_c(const config_t *cfg, const key_def_t *k) {
+  return (const int *)(const void *)((const char *)cfg + k->off);
+}
 static char *str_field(config_t *cfg, const key_def_t *k) {
   return (char *)cfg + k->off;
 }
@@ -276,12 +293,21 @@ static int set_str(config_t *cfg, const key_def_t *k, const char *v,
   return 0;
 }
 
-/* Strict base-10 integer: optional '-', digits, nothing else. */
+/* Strict base-10 integer: optional '-', digits, nothing else; a boolean
+ * is true, false, 1 or 0. */
 static int set_text(config_t *cfg, const key_def_t *k, const char *text,
                     const char *label, char *err, size_t errlen) {
   if (k->type == KEY_STR)
     return set_str(cfg, k, text, label, err, errlen);
   char b[64];
+  if (k->type == KEY_BOOL) {
+    int yes = strcmp(text, "true") == 0 || strcmp(text, "1") == 0;
+    if (!yes && strcmp(text, "false") != 0 && strcmp(text, "0") != 0)
+      return fail(err, errlen, "%s: must be true or false, got \"%s\"", label,
+                  shown(text, b, sizeof b));
+    *bool_field(cfg, k) = yes;
+    return 0;
+  }
   const char *digits = text[0] == '-' ? text + 1 : text;
   if (*digits < '0' || *digits > '9')
     return fail(err, errlen, "%s: not an integer: \"%s\"", label,
@@ -307,6 +333,8 @@ void config_defaults(config_t *cfg) {
     const key_def_t *k = &keys[i];
     if (k->type == KEY_INT)
       *int_field(cfg, k) = k->idef;
+    else if (k->type == KEY_BOOL)
+      *bool_field(cfg, k) = (int)k->idef;
     else
       memcpy(str_field(cfg, k), k->sdef, strlen(k->sdef) + 1);
   }
@@ -393,6 +421,13 @@ int config_load_file(config_t *cfg, const char *path, char *err,
       }
       if (set_int(&tmp, k, json_integer_value(val), label, err, errlen))
         goto out;
+    } else if (k->type == KEY_BOOL) {
+      if (!json_is_boolean(val)) {
+        fail(err, errlen, "%s: expected true or false, got %s", label,
+             json_kind(val));
+        goto out;
+      }
+      *bool_field(&tmp, k) = json_is_true(val);
     } else {
       if (!json_is_string(val)) {
         fail(err, errlen, "%s: expected a string, got %s", label,
@@ -448,6 +483,8 @@ void config_print(const config_t *cfg, void *out) {
     fprintf(f, "  \"%s\": ", k->name);
     if (k->type == KEY_INT)
       fprintf(f, "%" PRId64, *int_field_c(cfg, k));
+    else if (k->type == KEY_BOOL)
+      fputs(*bool_field_c(cfg, k) ? "true" : "false", f);
     else if (k->secret && *str_field_c(cfg, k))
       print_json_string(f, "(set, hidden)");
     else
@@ -476,12 +513,16 @@ static void print_usage(FILE *f) {
     for (const char *p = k->name; *p && n + 1 < sizeof flag; p++)
       flag[n++] = *p == '_' ? '-' : *p;
     snprintf(flag + n, sizeof flag - n, " %s",
-             k->type == KEY_INT ? "N" : "TEXT");
+             k->type == KEY_INT    ? "N"
+             : k->type == KEY_BOOL ? "true|false"
+                                   : "TEXT");
     env_name(k, var, sizeof var);
     fprintf(f, "  %-26s ", flag);
     if (k->type == KEY_INT)
       fprintf(f, "default %" PRId64 ", %" PRId64 "..%" PRId64, k->idef, k->min,
               k->max);
+    else if (k->type == KEY_BOOL)
+      fprintf(f, "default %s", k->idef ? "true" : "false");
     else
       fprintf(f, "default \"%s\"", k->sdef);
     fprintf(f, ", env %s\n  %-26s %s\n", var, "", k->help);

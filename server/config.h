@@ -26,6 +26,7 @@ typedef struct {
   int64_t retry_after_s;     /* Retry-After on 503 */
   int64_t max_json_depth;    /* deepest JSON nesting accepted */
   int64_t max_explain_elements; /* largest input for "steps" (explain) */
+  int compression;           /* 1: compress answers on Accept-Encoding */
   char cors_origins[1024];   /* "*" or a comma-separated list; "" = no CORS */
   char log_level[16];        /* "error", "warn", "info" (access log), "debug" */
   char web_root[1024];       /* directory served at GET / */

@@ -52,6 +52,25 @@ static double elapsed_s(const struct timespec *since) {
          (double)(now.tv_nsec - since->tv_nsec) * 1e-9;
 }
 
+/* The body cannot be taken (rc: BODY_TOO_LARGE, BODY_CORRUPT, BODY_NOMEM):
+ * its memory goes at once, the rest of it is read and dropped, and the
+ * answer goes out when the upload ends. */
+static void body_refused(request_state_t *rs, int rc) {
+  http__body_free(&rs->body);
+  if (rc == BODY_TOO_LARGE) {
+    http__too_large(rs);
+    return;
+  }
+  if (rc == BODY_CORRUPT)
+    http__problem_now(rs, PROBLEM_BAD_CONTENT_ENCODING,
+                      "the body is not a valid %s stream (corrupt, or cut "
+                      "short)",
+                      encoding_name(inflater_coding(rs->inflater)));
+  else
+    http__problem_now(rs, PROBLEM_OUT_OF_MEMORY, "%s", "out of memory");
+  rs->reply.close = 1;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
                                   const char *url, const char *method,
                                   const char *version, const char *upload_data,
@@ -93,18 +112,29 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
      * 0.9 cannot queue a reply before the upload ends, and closing instead
      * would leave the client without its 413. */
     if (rs->reply_ready) return MHD_YES;
-    if (rs->body.len + n > (size_t)srv->cfg->max_body_bytes) {
-      http__body_free(&rs->body);
-      http__too_large(rs);
+    size_t limit = (size_t)srv->cfg->max_body_bytes;
+    /* a compressed body: max_body_bytes bounds both what arrives and what
+     * it inflates to, checked as each chunk is inflated */
+    if (rs->inflater != NULL) {
+      int rc = rs->bytes_in > limit ? BODY_TOO_LARGE
+                                    : http__body_inflate(&rs->body, rs->inflater,
+                                                         upload_data, n,
+                                                         rs->expected, limit);
+      if (rc != 0) body_refused(rs, rc);
       return MHD_YES;
     }
-    if (http__body_append(&rs->body, upload_data, n, rs->expected) != 0) {
-      http__problem_now(rs, PROBLEM_OUT_OF_MEMORY, "%s", "out of memory");
-      rs->reply.close = 1;
+    if (rs->body.len + n > limit) {
+      body_refused(rs, BODY_TOO_LARGE);
+      return MHD_YES;
     }
+    if (http__body_append(&rs->body, upload_data, n, rs->expected) != 0)
+      body_refused(rs, BODY_NOMEM);
     return MHD_YES;
   }
   if (http__request_received(rs) != 0) return MHD_NO; /* too late, or cut */
+  if (!rs->reply_ready && rs->inflater != NULL &&
+      !inflater_finished(rs->inflater))
+    body_refused(rs, BODY_CORRUPT); /* the stream stopped short of its end */
   if (rs->reply_ready)
     return http__send_reply(rs); /* a finished job, or an error */
   return http__submit_compute(rs);
@@ -150,6 +180,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **state,
             secs * 1e3, why);
   }
   http__body_free(&rs->body);
+  inflater_free(rs->inflater);
   reply_free(&rs->reply);
   if (rs->accepted) {
     atomic_fetch_sub(&srv->accepted, 1);

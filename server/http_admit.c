@@ -25,6 +25,7 @@ typedef struct {
   char *content_type; /* copies of the headers, NULL when absent */
   char *accept;
   char *header_length;
+  encoding_t answer_coding; /* the reply's, from Accept-Encoding */
   query_param_t *query; /* copies of the query parameters */
   size_t nquery;
   limits_t limits;
@@ -48,6 +49,9 @@ static void job_run(pool_job_t *base) {
                         .by_reference = 1};
   job->body = (body_t){0}; /* the service owns it now */
   service_handle(&in, &job->limits, &job->reply);
+  /* here on the worker, not on the HTTP thread: a large answer takes
+   * milliseconds to compress (bench/compression_bench.sh) */
+  http__compress_reply(&job->reply, job->answer_coding);
 }
 
 static void job_free(job_t *job) {
@@ -147,6 +151,7 @@ enum MHD_Result http__submit_compute(request_state_t *rs) {
   job->op = rs->match.op;
   job->kserve = rs->route->kserve;
   job->limits = srv->limits;
+  job->answer_coding = http__answer_coding(rs);
   job->body = rs->body; /* moves */
   memset(&rs->body, 0, sizeof rs->body);
   MHD_suspend_connection(rs->mhd_conn);
@@ -191,6 +196,7 @@ typedef struct {
   int transfer_encodings;       /* Transfer-Encoding lines */
   int transfer_other;           /* one of them is not exactly "chunked" */
   const char *content_encoding; /* a value naming a coding but identity */
+  int content_encoding_lines;   /* how many lines name one */
 } framing_t;
 
 /* Whether a Content-Encoding value (a list of codings) names one other
@@ -222,8 +228,8 @@ static enum MHD_Result look_framing(void *cls, enum MHD_ValueKind kind,
     f->transfer_encodings++;
     if (strcasecmp(value, "chunked") != 0) f->transfer_other = 1;
   } else if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_ENCODING) == 0 &&
-             f->content_encoding == NULL) {
-    names_coding(value, &f->content_encoding);
+             names_coding(value, &value)) {
+    if (f->content_encoding_lines++ == 0) f->content_encoding = value;
   }
   return MHD_YES;
 }
@@ -249,6 +255,34 @@ static int refuse_framing(request_state_t *rs, const framing_t *f) {
   }
   rs->reply.close = 1;
   return 1;
+}
+
+/* A compressed body gets its inflater (http.c feeds it each chunk); a
+ * coding normd does not read, or two stacked ("gzip, gzip", or two header
+ * lines), is refused with 415 before the body is read, and the connection
+ * closed. Returns -1 when it answered. */
+static int admit_coding(request_state_t *rs, const framing_t *f) {
+  encoding_t coding = ENCODING_IDENTITY;
+  int rc = f->content_encoding_lines > 1
+               ? ENCODING_E_STACKED
+               : encoding_parse_content(f->content_encoding, &coding);
+  if (rc == 0 && coding != ENCODING_IDENTITY &&
+      (rs->inflater = inflater_new(coding)) == NULL) {
+    http__problem_now(rs, PROBLEM_OUT_OF_MEMORY, "%s", "out of memory");
+  } else if (rc == ENCODING_E_UNKNOWN) {
+    http__problem_now(rs, PROBLEM_UNSUPPORTED_MEDIA_TYPE,
+                      "Content-Encoding %s is not one normd decodes: send "
+                      "gzip, deflate or identity",
+                      f->content_encoding);
+  } else if (rc == ENCODING_E_STACKED) {
+    http__problem_now(rs, PROBLEM_UNSUPPORTED_MEDIA_TYPE, "%s",
+                      "normd decodes one Content-Encoding per body (gzip or "
+                      "deflate), not several stacked");
+  } else {
+    return 0;
+  }
+  rs->reply.close = 1; /* answer now; do not read the body */
+  return -1;
 }
 
 /* Decides on the first call, before any body byte is read, whether the
@@ -302,14 +336,7 @@ void http__first_call(request_state_t *rs, const char *url,
     http__get_reply(rs);
     return;
   }
-  /* a gzip body read as JSON: garbage */
-  if (framing.content_encoding != NULL) {
-    http__problem_now(rs, PROBLEM_UNSUPPORTED_MEDIA_TYPE, "%s",
-                      "normd does not decode Content-Encoding: send the body "
-                      "uncompressed (no Content-Encoding, or identity)");
-    rs->reply.close = 1; /* answer now; do not read the body */
-    return;
-  }
+  if (admit_coding(rs, &framing) != 0) return;
   /* Count first, then look at draining: with both atomics sequentially
    * consistent, a drain either sees this request (and waits for its body,
    * its job and its answer) or this request sees the drain and is refused,

@@ -14,6 +14,7 @@
 
 #include "auth.h"
 #include "config.h"
+#include "encoding.h"
 #include "http.h"
 #include "pool.h"
 #include "problem.h"
@@ -93,6 +94,7 @@ typedef struct {
   char path[128];
   struct timespec start;
   body_t body;
+  inflater_t *inflater; /* a compressed body's decoder, NULL for identity */
   uint64_t bytes_in;
   int reply_ready; /* reply holds the answer to queue */
   reply_t reply;
@@ -146,13 +148,29 @@ void http__body_free(body_t *b);
 /* Appends n bytes (the first call sizes the buffer for `expected`, the
  * checked Content-Length). 0, or -1 when out of memory. */
 int http__body_append(body_t *b, const char *bytes, size_t n, size_t expected);
+/* Inflates a compressed body's next n bytes into b as they arrive, growing
+ * it by doubling but never past limit + 1 bytes (`expected` is the
+ * Content-Length, of compressed bytes: only a first guess at the size).
+ * 0, or BODY_TOO_LARGE (the decompressed body passed limit), BODY_CORRUPT
+ * (not a valid stream) or BODY_NOMEM. */
+enum { BODY_TOO_LARGE = -1, BODY_CORRUPT = -2, BODY_NOMEM = -3 };
+int http__body_inflate(body_t *b, inflater_t *z, const char *bytes, size_t n,
+                       size_t expected, size_t limit);
 
 /* ---- http_reply.c: replies and CORS ---- */
 
 /* rs->reply becomes a problem (RFC 9457, or {"error"} on /v2), ready. */
 void http__problem_now(request_state_t *rs, problem_code_t id, const char *fmt,
                        const char *arg);
-/* Queues rs->reply with its headers and CORS; MHD owns its memory after. */
+/* The coding rs's answer may be sent in: from Accept-Encoding, identity
+ * when the `compression` key is off. */
+encoding_t http__answer_coding(const request_state_t *rs);
+/* Compresses r (body and binary parts as one stream) in `coding` when it is
+ * not identity and r holds at least ENCODING_MIN_BYTES; out of memory
+ * leaves r uncompressed. Touches only r: the pool's workers call it. */
+void http__compress_reply(reply_t *r, encoding_t coding);
+/* Queues rs->reply with its headers (Content-Encoding, Vary) and CORS; MHD
+ * owns its memory after. GET routes' answers are compressed here. */
 enum MHD_Result http__send_reply(request_state_t *rs);
 
 /* ---- http_get.c: routes answered on the HTTP thread ---- */

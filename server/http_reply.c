@@ -1,7 +1,7 @@
 /* http_reply.c -- how a request's reply_t goes out: problems readied on the
- * HTTP thread, the reply turned into an MHD response without copying its
- * bytes (body and binary parts as an I/O vector), its headers, and CORS
- * (cors_origins). */
+ * HTTP thread, the answer's content coding (Accept-Encoding, `compression`),
+ * the reply turned into an MHD response without copying its bytes (body and
+ * binary parts as an I/O vector), its headers, and CORS (cors_origins). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +19,20 @@ void http__problem_now(request_state_t *rs, problem_code_t id, const char *fmt,
   else
     problem_reply(&p, &rs->reply);
   rs->reply_ready = 1;
+}
+
+encoding_t http__answer_coding(const request_state_t *rs) {
+  if (!rs->srv->cfg->compression) return ENCODING_IDENTITY;
+  return encoding_negotiate(
+      http__header(rs->mhd_conn, MHD_HTTP_HEADER_ACCEPT_ENCODING));
+}
+
+void http__compress_reply(reply_t *r, encoding_t coding) {
+  if (coding == ENCODING_IDENTITY || r->content_encoding != NULL ||
+      r->len + r->parts_len < ENCODING_MIN_BYTES)
+    return;
+  /* out of memory: the reply goes out as it is, uncompressed */
+  (void)encoding_compress_reply(r, coding, ENCODING_LEVEL);
 }
 
 /* Whether origin may call us: "*" allows all; else a listed origin. */
@@ -102,6 +116,11 @@ static struct MHD_Response *response_of(reply_t *r) {
 
 enum MHD_Result http__send_reply(request_state_t *rs) {
   reply_t *r = &rs->reply;
+  /* a compute answer was compressed on its worker; the GET routes' answers
+   * (the page, /openapi.yaml, /metrics: small or quick) are compressed here */
+  int compressible = rs->route != NULL && rs->srv->cfg->compression;
+  if (compressible && rs->route->handler != H_COMPUTE)
+    http__compress_reply(r, http__answer_coding(rs));
   size_t bytes = r->len + r->parts_len;
   struct MHD_Response *resp = response_of(r);
   if (resp == NULL) return MHD_NO;
@@ -124,6 +143,12 @@ enum MHD_Result http__send_reply(request_state_t *rs) {
     snprintf(n, sizeof n, "%lld", (long long)r->header_length);
     MHD_add_response_header(resp, "Inference-Header-Content-Length", n);
   }
+  if (r->content_encoding)
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_ENCODING,
+                            r->content_encoding);
+  /* the answer depends on Accept-Encoding: caches must key on it */
+  if (compressible)
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_VARY, "Accept-Encoding");
   add_cors(rs, resp);
   rs->status_sent = r->status;
   rs->bytes_out = bytes;

@@ -34,6 +34,7 @@
   X(NPY_TRUNCATED, "npy_truncated", 400, 1)                                    \
   X(NPY_SIZE_MISMATCH, "npy_size_mismatch", 400, 1)                            \
   X(BAD_INFERENCE_REQUEST, "bad_inference_request", 400, 0)                    \
+  X(BAD_CONTENT_ENCODING, "bad_content_encoding", 400, 1) /* corrupt, cut */   \
   /* 401, 404, 405, 406 */                                                     \
   X(UNAUTHORIZED, "unauthorized", 401, 1)                                      \
   X(NOT_FOUND, "not_found", 404, 1)                                            \

@@ -35,6 +35,8 @@ typedef struct {
   int unauthorized;         /* 401: send WWW-Authenticate: Bearer */
   int64_t header_length;    /* > 0: Inference-Header-Content-Length (binary
                                framing: the JSON header's size in body) */
+  const char *content_encoding; /* static: "gzip" or "deflate" when body is
+                                   compressed (encoding.h), else NULL */
 } reply_t;
 
 /* Frees the body, the parts and what `keep` holds. */

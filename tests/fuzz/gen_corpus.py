@@ -345,6 +345,26 @@ def requests():
     return out
 
 
+def inflates():
+    """fuzz_inflate seeds: selector byte (bit 0 deflate, bits 1-3 chunk
+    size, bits 4-7 alignment) + a compressed body: each wrapper, gzip
+    members, a small bomb, cut and trailing streams."""
+    import gzip
+    import zlib
+    body = js(V1[LAYER][0])
+    raw = zlib.compressobj(6, zlib.DEFLATED, -15)
+    out = {"gzip": bytes([0x00]) + gzip.compress(body, mtime=0),
+           "gzip_1byte_chunks": bytes([0x30]) + gzip.compress(body, mtime=0),
+           "zlib": bytes([0x01 | 3 << 1]) + zlib.compress(body),
+           "raw": bytes([0x01 | 2 << 1]) + raw.compress(body) + raw.flush(),
+           "gzip_members": bytes([0x04]) + gzip.compress(body[:9], mtime=0) + gzip.compress(body[9:], mtime=0),
+           "bomb": bytes([0x0a]) + gzip.compress(b"\0" * (1 << 20), 9, mtime=0),
+           "cut": bytes([0x01]) + zlib.compress(body)[:-5],
+           "trailing": bytes([0x01]) + zlib.compress(body) + b"{}",
+           "accept_encoding": bytes([0x00]) + b"gzip;q=0.5, deflate, identity;q=0, *;q=0.1"}
+    return out
+
+
 def write(target, files):
     d = OUT / target
     shutil.rmtree(d, ignore_errors=True)
@@ -374,6 +394,7 @@ def main():
     write("query", {k: bytes([s]) + q.encode() for k, (s, q) in QUERIES.items()})
     write("config", CONFIGS)
     write("request", requests())
+    write("inflate", inflates())
 
 
 if __name__ == "__main__":

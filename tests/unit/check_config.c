@@ -214,7 +214,7 @@ START_TEST(test_repo_file_documents_every_key) {
                   "%s lacks a \"%s\" string", REPO_CONFIG, doc);
     n++;
   }
-  ck_assert_int_eq(n, 24);
+  ck_assert_int_eq(n, 25);
   json_decref(keys);
   json_decref(file);
   free(printed);
@@ -390,7 +390,7 @@ START_TEST(test_print_config) {
   json_error_t je;
   json_t *j = json_loads(out, 0, &je);
   ck_assert_msg(j != NULL, "not JSON (%s): %s", je.text, out);
-  ck_assert_int_eq(json_object_size(j), 24);
+  ck_assert_int_eq(json_object_size(j), 25);
   ck_assert_int_eq(json_integer_value(json_object_get(j, "port")), 6060);
   ck_assert_int_eq(json_integer_value(json_object_get(j, "max_inflight")), 9);
   ck_assert_int_eq(json_integer_value(json_object_get(j, "threads")), 3);
@@ -406,7 +406,7 @@ START_TEST(test_print_config) {
   int lines = 0;
   for (const char *p = out; *p; p++)
     lines += *p == '\n';
-  ck_assert_int_eq(lines, 24 + 2);
+  ck_assert_int_eq(lines, 25 + 2);
   write_temp(out, path);
   config_t back;
   config_defaults(&back);
@@ -798,6 +798,35 @@ START_TEST(test_bounds) {
 }
 END_TEST
 
+/* compression is a boolean: true / false in the file, true / false / 1 / 0
+ * as text, anything else refused with the key's name. */
+START_TEST(test_boolean_key) {
+  config_t c;
+  char err[256] = "", path[32];
+  config_defaults(&c);
+  ck_assert_int_eq(c.compression, 1);
+  ck_assert_int_eq(config_set(&c, "compression", "false", err, sizeof err), 0);
+  ck_assert_int_eq(c.compression, 0);
+  ck_assert_int_eq(config_set(&c, "compression", "1", err, sizeof err), 0);
+  ck_assert_int_eq(c.compression, 1);
+  ck_assert_int_eq(config_set(&c, "compression", "yes", err, sizeof err), -1);
+  ck_assert_err(err, "compression: must be true or false, got \"yes\"");
+  write_temp("{\"compression\": false}", path);
+  ck_assert_int_eq(config_load_file(&c, path, err, sizeof err), 0);
+  ck_assert_int_eq(c.compression, 0);
+  unlink(path);
+  write_temp("{\"compression\": 0}", path);
+  ck_assert_int_eq(config_load_file(&c, path, err, sizeof err), -1);
+  ck_assert_msg(strstr(err, "compression: expected true or false, got an "
+                            "integer") != NULL, "%s", err);
+  unlink(path);
+  char *printed = print_to_string(&c);
+  ck_assert_msg(strstr(printed, "\"compression\": false") != NULL, "%s",
+                printed);
+  free(printed);
+}
+END_TEST
+
 Suite *config_suite(void) {
   Suite *s = suite_create("config");
   TCase *core = tcase_create("Core");
@@ -815,6 +844,7 @@ Suite *config_suite(void) {
   tcase_add_test(core, test_no_args);
   tcase_add_test(core, test_config_flag_beats_env);
   tcase_add_test(core, test_print_config);
+  tcase_add_test(core, test_boolean_key);
   tcase_add_test(core, test_help);
   tcase_add_test(core, test_version);
   suite_add_tcase(s, core);

@@ -35,7 +35,8 @@
   X(numarray)                                                                  \
   X(log)                                                                       \
   X(ops)                                                                       \
-  X(problem)
+  X(problem)                                                                   \
+  X(encoding)
 
 #define UNIT_DECLARE_(name) Suite *name##_suite(void);
 UNIT_SUITES(UNIT_DECLARE_)
