@@ -192,7 +192,7 @@ clean:
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 
 # --- Deployment (docker/) -------------------------------------------------
-.PHONY: docker-test cluster-test
+.PHONY: docker-test cluster-test prometheus-test
 DOCKER_IMAGE ?= localhost/normd:latest
 
 # Checks docker/k8s and docker/compose.yaml without a cluster, builds the
@@ -214,6 +214,16 @@ cluster-test:
 	@scripts/install-deps.sh cluster
 	$(MAKE) --no-print-directory $(NORMD)
 	/usr/bin/python3 tests/deploy/cluster_test.py
+
+# docker/prometheus and docker/grafana against the real thing: promtool
+# check config / check rules / test rules (alerts_test.yml), the dashboard
+# JSON's structure, then two replicas scraped by Debian's prometheus running
+# alerts.yml, traffic (2xx, 4xx, 503), and every dashboard expression must
+# return data. Ends with "prometheus: N passed, M failed" (~20 s).
+prometheus-test:
+	@scripts/install-deps.sh prometheus
+	$(MAKE) --no-print-directory $(NORMD)
+	/usr/bin/python3 tests/deploy/prometheus_test.py
 
 # ---- reliability: sanitizers, valgrind, fuzzing, stress --------------------
 # Each sanitizer build lives in its own directory under build/ (so `make

@@ -53,16 +53,18 @@ for name, rows, cols in (("small", 1, 768), ("large", 512, 2048)):
         f.write(str(len(meta)))
 PY
 
-"$NORMD" --config config/normd.json --host 127.0.0.1 --port 0 --log-level warn \
+# A free port picked here, not --port 0: at --log-level warn the daemon does
+# not print its (info) startup line, so there is no port to read from it.
+port=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+"$NORMD" --config config/normd.json --host 127.0.0.1 --port "$port" --log-level warn \
   --max-inflight 100000 2>"$work/normd.log" &
 pids+=($!)
-port=""
+up=""
 for _ in $(seq 100); do
-  port=$(sed -n 's/.*listening on http:\/\/[^:]*:\([0-9]*\).*/\1/p' "$work/normd.log")
-  [ -n "$port" ] && break
+  curl -sf -o /dev/null "http://127.0.0.1:$port/healthz" && { up=1; break; }
   sleep 0.05
 done
-[ -n "$port" ] || { cat "$work/normd.log" >&2; exit 1; }
+[ -n "$up" ] || { cat "$work/normd.log" >&2; exit 1; }
 
 mkdir -p "$work/www"
 # case name, request file, Content-Type, Accept

@@ -2,7 +2,7 @@
 # install-deps.sh -- installs the Debian packages a target needs, only those
 # missing (idempotent).
 # Usage: scripts/install-deps.sh build|test|browser|bench|fixtures|asan|
-#        valgrind|fuzz|stress|docker|cluster
+#        valgrind|fuzz|stress|docker|cluster|prometheus
 # Runs apt-get as root, or through sudo when not root.
 set -euo pipefail
 
@@ -27,6 +27,10 @@ stress=("${build[@]}" python3)
 docker=("${build[@]}" buildah debootstrap iproute2 python3 python3-yaml)
 # make cluster-test: three replicas behind Debian's nginx.
 cluster=("${build[@]}" nginx-light python3)
+# make prometheus-test: Debian's prometheus (prometheus and promtool) scrapes
+# live replicas and runs docker/prometheus/alerts.yml. Grafana is no Debian
+# package: only its dashboard JSON is checked.
+prometheus=("${build[@]}" prometheus python3)
 
 case "${1:-build}" in
 build) want=("${build[@]}") ;;
@@ -48,8 +52,9 @@ docker)
   command -v npm >/dev/null && command -v node >/dev/null || want+=(nodejs npm)
   ;;
 cluster) want=("${cluster[@]}") ;;
+prometheus) want=("${prometheus[@]}") ;;
 *)
-  echo "usage: $0 build|test|browser|bench|fixtures|asan|valgrind|fuzz|stress|docker|cluster" >&2
+  echo "usage: $0 build|test|browser|bench|fixtures|asan|valgrind|fuzz|stress|docker|cluster|prometheus" >&2
   exit 2
   ;;
 esac

@@ -105,7 +105,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   int ipv6 = strchr(cfg.host, ':') != NULL; /* a URL brackets its address */
-  log_msg(LOG_WARN,
+  log_msg(LOG_INFO,
           "normd %s (%s) listening on %s://%s%s%s:%u threads=%lld "
           "http_threads=%lld max_body_bytes=%lld max_elements=%lld "
           "max_inflight=%lld max_json_depth=%lld max_connections=%lld "

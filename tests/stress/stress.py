@@ -29,7 +29,6 @@ Every wait is bounded. Prints a table of figures, then (CI) one line
 import argparse
 import json
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -45,7 +44,14 @@ import badinputs  # noqa: E402
 from traffic import Conn, Req, percentile, js, JSON, PROBLEM  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
-LISTEN_RE = re.compile(r"listening on http://127\.0\.0\.1:(\d+)")
+
+
+def free_port():
+    """A TCP port nobody listens on right now (bind to 0, read, close)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
 
 # Durations (seconds) and sizes: full run, CI run.
 PROFILES = {
@@ -69,14 +75,16 @@ FIXED_MMAP = {"MALLOC_MMAP_THRESHOLD_": "131072"}
 # ---- the daemon ------------------------------------------------------------------
 
 class Daemon:
-    """normd on 127.0.0.1 and an ephemeral port; stderr drained to a ring."""
+    """normd on 127.0.0.1 and a free port; stderr drained to a ring. The port
+    is picked here rather than with --port 0: at --log-level warn the daemon
+    does not print its startup line (it is an info line), so there is no
+    "listening on" to read the port from."""
 
     def __init__(self, binary, *flags, env=None):
+        self.port = free_port()
         args = [str(binary), "--config", "config/normd.json", "--host", "127.0.0.1",
-                "--port", "0", "--log-level", "warn"] + [str(f) for f in flags]
+                "--port", str(self.port), "--log-level", "warn"] + [str(f) for f in flags]
         self.lines = deque(maxlen=2000)
-        self.port = None
-        started = threading.Event()
         self.proc = subprocess.Popen(args, cwd=REPO, stdin=subprocess.DEVNULL,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                      env=dict(os.environ, **(env or {})),
@@ -84,19 +92,23 @@ class Daemon:
 
         def reader():
             for raw in iter(self.proc.stderr.readline, b""):
-                line = raw.decode("utf-8", "replace").rstrip("\n")
-                self.lines.append(line)
-                m = LISTEN_RE.search(line)
-                if m and self.port is None:
-                    self.port = int(m.group(1))
-                    started.set()
-            started.set()
+                self.lines.append(raw.decode("utf-8", "replace").rstrip("\n"))
 
         self.reader = threading.Thread(target=reader, daemon=True)
         self.reader.start()
-        if not started.wait(15) or self.port is None:
-            self.kill()
-            raise RuntimeError("normd did not start: %s" % "\n".join(self.lines))
+        deadline = time.monotonic() + 15
+        while not self._answers_healthz():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.kill()
+                raise RuntimeError("normd did not start on port %d: %s"
+                                   % (self.port, "\n".join(self.lines)))
+            time.sleep(0.05)
+
+    def _answers_healthz(self):
+        try:
+            return self.get("/healthz", timeout=2)[0] == 200
+        except OSError:
+            return False
 
     @property
     def pid(self):
