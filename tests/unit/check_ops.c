@@ -101,12 +101,67 @@ START_TEST(test_list_feeds_tables) {
 }
 END_TEST
 
+/* The protocol is decided by the path alone, unknown paths included. */
+START_TEST(test_v2_paths) {
+  ck_assert(router_is_v2("/v2"));
+  ck_assert(router_is_v2("/v2/"));
+  ck_assert(router_is_v2("/v2/no/such/route"));
+  ck_assert(!router_is_v2("/v2x"));
+  ck_assert(!router_is_v2("/v1/norm/layer"));
+  ck_assert(!router_is_v2("/"));
+}
+END_TEST
+
+/* Templates: {model} with an optional /versions/<v>, {region} any one
+ * segment, exact paths before templates. */
+START_TEST(test_route_templates) {
+  route_match_t m;
+  router_match("/v2/models/stats", &m);
+  ck_assert_ptr_nonnull(m.route);
+  ck_assert_int_eq(m.route->handler, H_V2_STATS);
+  router_match("/v2/models/rms_norm/versions/1/stats", &m);
+  ck_assert_int_eq(m.route->handler, H_V2_MODEL_STATS);
+  ck_assert(m.model_known);
+  ck_assert_int_eq(m.op, OP_RMS);
+  router_match("/v2/models/rms_norm/versions/2/config", &m);
+  ck_assert_int_eq(m.route->handler, H_V2_MODEL_CONFIG);
+  ck_assert(!m.model_known);
+  router_match("/v2/models/softmax/config", &m);
+  ck_assert_str_eq(m.model, "softmax");
+  ck_assert(!m.model_known);
+  router_match("/v2/repository/models/lrn/unload", &m);
+  ck_assert_int_eq(m.route->handler, H_V2_REPOSITORY_LOAD);
+  ck_assert_int_eq(m.op, OP_LRN);
+  router_match("/v2/cudasharedmemory/region/r0/register", &m);
+  ck_assert_int_eq(m.route->handler, H_V2_UNSUPPORTED);
+  ck_assert(router_allows(m.route, "POST"));
+  ck_assert(!router_allows(m.route, "GET"));
+  ck_assert(router_allows(m.route, "OPTIONS"));
+  /* versions only after a /v2/models/ model, and never empty */
+  router_match("/v2/repository/models/lrn/versions/1/load", &m);
+  ck_assert_ptr_null(m.route);
+  router_match("/v2/models/lrn/versions//config", &m);
+  ck_assert_ptr_null(m.route);
+  router_match("/v2/models/lrn/", &m);
+  ck_assert_ptr_null(m.route);
+  router_match("/v2/systemsharedmemory/region//status", &m);
+  ck_assert_ptr_null(m.route);
+  router_match("/v2/trace/setting", &m);
+  ck_assert(router_allows(m.route, "GET") && router_allows(m.route, "HEAD") &&
+            router_allows(m.route, "POST") && !router_allows(m.route, "PUT"));
+  /* every route fits metrics' label table (metrics.c MAX_ROUTES) */
+  ck_assert_uint_lt(router_count + 1, 64);
+}
+END_TEST
+
 Suite *ops_suite(void) {
   Suite *s = suite_create("ops");
   TCase *tc = tcase_create("Core");
   tcase_add_test(tc, test_list_feeds_tables);
   tcase_add_test(tc, test_routes_match_spec);
   tcase_add_test(tc, test_models_match_spec);
+  tcase_add_test(tc, test_v2_paths);
+  tcase_add_test(tc, test_route_templates);
   suite_add_tcase(s, tc);
   return s;
 }
