@@ -10,6 +10,7 @@
 
 #include "kserve.h"
 #include "ops.h"
+#include "op_stats.h"
 #include "router.h"
 #include "spec.h"
 #include "suites.h"
@@ -154,6 +155,37 @@ START_TEST(test_route_templates) {
 }
 END_TEST
 
+/* A success counts its stages and its whole time; a failure only in fail. */
+START_TEST(test_op_stats_record) {
+  op_stats_reset();
+  op_timing_t ok = {.queue_ns = 10, .input_ns = 20, .infer_ns = 30,
+                    .output_ns = 40};
+  op_stats_record(OP_GROUP, &ok, 1);
+  op_stats_record(OP_GROUP, &ok, 1);
+  op_timing_t bad = {.queue_ns = 5, .input_ns = 7};
+  op_stats_record(OP_GROUP, &bad, 0);
+  op_stats_record(OP_COUNT, &ok, 1); /* past the list: ignored */
+  op_stats_t s;
+  op_stats_read(OP_GROUP, &s);
+  ck_assert_uint_eq(s.success.count, 2);
+  ck_assert_uint_eq(s.success.ns, 200);
+  ck_assert_uint_eq(s.fail.count, 1);
+  ck_assert_uint_eq(s.fail.ns, 12);
+  ck_assert_uint_eq(s.queue.count, 2);
+  ck_assert_uint_eq(s.queue.ns, 20);
+  ck_assert_uint_eq(s.compute_input.ns, 40);
+  ck_assert_uint_eq(s.compute_infer.ns, 60);
+  ck_assert_uint_eq(s.compute_output.ns, 80);
+  ck_assert_uint_eq(s.inference_count, 2);
+  ck_assert_uint_eq(s.execution_count, 2);
+  ck_assert_uint_gt(s.last_inference_ms, 1600000000000ull); /* after 2020 */
+  op_stats_read(OP_LAYER, &s);
+  ck_assert_uint_eq(s.success.count + s.fail.count, 0);
+  ck_assert_uint_eq(s.last_inference_ms, 0);
+  op_stats_reset();
+}
+END_TEST
+
 Suite *ops_suite(void) {
   Suite *s = suite_create("ops");
   TCase *tc = tcase_create("Core");
@@ -163,5 +195,8 @@ Suite *ops_suite(void) {
   tcase_add_test(tc, test_v2_paths);
   tcase_add_test(tc, test_route_templates);
   suite_add_tcase(s, tc);
+  TCase *stats = tcase_create("Stats");
+  tcase_add_test(stats, test_op_stats_record);
+  suite_add_tcase(s, stats);
   return s;
 }
