@@ -10,6 +10,7 @@
 
 #include "http_internal.h"
 #include "kserve.h"
+#include "op_stats.h"
 #include "service.h"
 
 /* A compute request crossing the pool. The HTTP thread creates it and moves
@@ -29,6 +30,7 @@ typedef struct {
   query_param_t *query; /* copies of the query parameters */
   size_t nquery;
   limits_t limits;
+  uint64_t submitted_ns; /* op_stats_now_ns() when handed to the pool */
   reply_t reply;
 } job_t;
 
@@ -46,6 +48,7 @@ static void job_run(pool_job_t *base) {
                         .query = job->query,
                         .nquery = job->nquery,
                         .kserve = job->kserve,
+                        .queue_ns = op_stats_now_ns() - job->submitted_ns,
                         .by_reference = 1};
   job->body = (body_t){0}; /* the service owns it now */
   service_handle(&in, &job->limits, &job->reply);
@@ -149,12 +152,13 @@ enum MHD_Result http__submit_compute(request_state_t *rs) {
   job->base.done = job_done;
   job->rs = rs;
   job->op = rs->match.op;
-  job->kserve = rs->route->kserve;
+  job->kserve = router_is_v2(rs->path);
   job->limits = srv->limits;
   job->answer_coding = http__answer_coding(rs);
   job->body = rs->body; /* moves */
   memset(&rs->body, 0, sizeof rs->body);
   MHD_suspend_connection(rs->mhd_conn);
+  job->submitted_ns = op_stats_now_ns(); /* its time in the queue starts */
   pool_submit(srv->pool, &job->base);
   return MHD_YES;
 
@@ -177,14 +181,17 @@ void http__too_large(request_state_t *rs) {
 
 /* ---- admission ---- */
 
-/* Whether a route asks for an API key: compute routes, or with scope
- * "all" every route but liveness and readiness. */
-static int needs_key(const server_t *srv, const route_t *r) {
+/* Whether a request asks for an API key: a POST (the compute routes, and
+ * Triton's POST routes: repository index and load, trace and log settings,
+ * shared memory registration), or with scope "all" every route but
+ * liveness and readiness. */
+static int needs_key(const server_t *srv, const route_t *r,
+                     const char *method) {
   if (!auth_enabled(srv->auth)) return 0;
   if (strcmp(srv->cfg->api_key_scope, "all") == 0)
     return r->handler != H_HEALTHZ && r->handler != H_READYZ &&
            r->handler != H_V2_LIVE && r->handler != H_V2_READY;
-  return r->handler == H_COMPUTE;
+  return strcmp(method, "POST") == 0;
 }
 
 /* What every header line says about where the body ends and how it is
@@ -303,7 +310,7 @@ void http__first_call(request_state_t *rs, const char *url,
                       url);
     return;
   }
-  if (rs->route->kserve && strstr(rs->route->path, "{model}") &&
+  if (strstr(rs->route->path, "{model}") &&
       !rs->match.model_known) {
     char detail[1024];
     snprintf(detail, sizeof detail,
@@ -322,7 +329,7 @@ void http__first_call(request_state_t *rs, const char *url,
     http__preflight_reply(rs);
     return;
   }
-  if (needs_key(srv, rs->route) &&
+  if (needs_key(srv, rs->route, method) &&
       !auth_check(srv->auth,
                   http__header(rs->mhd_conn, MHD_HTTP_HEADER_AUTHORIZATION))) {
     http__problem_now(rs, PROBLEM_UNAUTHORIZED, "%s",

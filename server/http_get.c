@@ -1,7 +1,8 @@
-/* http_get.c -- the small GET routes, answered on the HTTP thread without
- * the pool: health and readiness (/v1 and /v2), /metrics, /v1/info, the
- * files (/openapi.yaml, the page at /), v2 server and model metadata, and
- * CORS preflights. Also the one whole-file reader (http.c reads the TLS
+/* http_get.c -- the small routes, answered on the HTTP thread without the
+ * pool: health and readiness (/v1 and /v2), /metrics, /v1/info, the files
+ * (/openapi.yaml, the page at /), v2 server and model metadata, Triton's
+ * model configuration, statistics and repository (a POST whose body does
+ * not matter), the extensions normd does not have, and CORS preflights. Also the one whole-file reader (http.c reads the TLS
  * certificate and key with it). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,11 +81,16 @@ static void info_body(const server_t *srv, buf_t *b) {
   buf_puts(b, "]}");
 }
 
-/* GET /v2: the KServe v2 server metadata. */
+/* GET /v2: the KServe v2 server metadata. The extensions are those normd
+ * implements, by Triton's names (docs/protocol/README.md): the binary
+ * tensor data, the model repository (index; load and unload answer that
+ * the models are built in), model configuration and statistics, and
+ * request and response parameters. */
 static void kserve_server_metadata(buf_t *b) {
   buf_printf(b,
              "{\"name\":\"normd\",\"version\":\"%s\","
-             "\"extensions\":[\"binary_tensor_data\"]}",
+             "\"extensions\":[\"binary_tensor_data\",\"model_repository\","
+             "\"model_configuration\",\"statistics\",\"parameters\"]}",
              NORMD_VERSION);
 }
 
@@ -169,6 +175,35 @@ void http__get_reply(request_state_t *rs) {
   case H_V2_MODEL:
     kserve_model_metadata(rs->match.op, &b);
     json_reply(rs, &b);
+    break;
+  case H_V2_MODEL_CONFIG:
+    kserve_model_config(rs->match.op, &b);
+    json_reply(rs, &b);
+    break;
+  case H_V2_STATS:
+  case H_V2_MODEL_STATS:
+    kserve_model_stats(rs->route->handler == H_V2_STATS ? OP_COUNT
+                                                        : rs->match.op,
+                       &b);
+    json_reply(rs, &b);
+    break;
+  case H_V2_REPOSITORY_INDEX:
+    /* every model is ready: {"ready": true} or not, the list is the same,
+     * so the body (if any) is read and dropped unparsed */
+    kserve_repository_index(&b);
+    json_reply(rs, &b);
+    break;
+  case H_V2_REPOSITORY_LOAD:
+    http__problem_now(rs, PROBLEM_MODELS_BUILT_IN,
+                      "%s cannot be loaded or unloaded: normd's models are "
+                      "built in, always loaded",
+                      rs->match.model);
+    break;
+  case H_V2_UNSUPPORTED:
+    http__problem_now(rs, PROBLEM_UNSUPPORTED_EXTENSION,
+                      "normd does not implement this extension (%s); GET /v2 "
+                      "lists the ones it has",
+                      rs->route->path);
     break;
   case H_COMPUTE: break; /* not a GET route */
   }

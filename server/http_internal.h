@@ -178,7 +178,8 @@ enum MHD_Result http__send_reply(request_state_t *rs);
 /* A whole file, NUL-terminated, its size in *len (len may be NULL); NULL
  * when it cannot be read. The caller frees it. */
 char *http__read_file(const char *path, size_t *len);
-/* Answers a GET route (rs->route->handler != H_COMPUTE) into rs->reply. */
+/* Answers a route served on the HTTP thread (rs->route->handler !=
+ * H_COMPUTE: the GET routes and the v2 repository) into rs->reply. */
 void http__get_reply(request_state_t *rs);
 /* Answers a CORS preflight (OPTIONS): 204. */
 void http__preflight_reply(request_state_t *rs);

@@ -14,7 +14,7 @@ void http__problem_now(request_state_t *rs, problem_code_t id, const char *fmt,
   problem_t p;
   memset(&p, 0, sizeof p);
   problem_set(&p, id, NULL, fmt, arg);
-  if (rs->route && rs->route->kserve)
+  if (router_is_v2(rs->path)) /* the one decision of the error's form */
     problem_reply_kserve(&p, &rs->reply);
   else
     problem_reply(&p, &rs->reply);

@@ -35,6 +35,7 @@
   X(NPY_SIZE_MISMATCH, "npy_size_mismatch", 400, 1)                            \
   X(BAD_INFERENCE_REQUEST, "bad_inference_request", 400, 0)                    \
   X(BAD_CONTENT_ENCODING, "bad_content_encoding", 400, 1) /* corrupt, cut */   \
+  X(MODELS_BUILT_IN, "models_built_in", 400, 0) /* v2 load / unload */         \
   /* 401, 404, 405, 406 */                                                     \
   X(UNAUTHORIZED, "unauthorized", 401, 1)                                      \
   X(NOT_FOUND, "not_found", 404, 1)                                            \
@@ -68,6 +69,7 @@
   /* 500, 501, 503 */                                                          \
   X(OUT_OF_MEMORY, "out_of_memory", 500, 1)                                    \
   X(UNSUPPORTED_TRANSFER_ENCODING, "unsupported_transfer_encoding", 501, 1)    \
+  X(UNSUPPORTED_EXTENSION, "unsupported_extension", 501, 0) /* v2 trace... */  \
   X(OVERLOADED, "overloaded", 503, 1)                                          \
   X(DRAINING, "draining", 503, 1)
 

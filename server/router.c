@@ -1,5 +1,6 @@
-/* router.c -- the route table and path matching: exact paths, plus the
- * KServe v2 model paths /v2/models/{model}[/versions/1][/ready|/infer]. */
+/* router.c -- the route table and path matching: exact paths, and
+ * templates whose {name} segments match one segment (the KServe v2 model
+ * paths /v2/models/{model}[/versions/1]/..., Triton's extensions). */
 #include "router.h"
 
 #include <stdio.h>
@@ -10,73 +11,130 @@
 
 #define POST_ROUTES "POST, OPTIONS"
 #define GET_ROUTES "GET, HEAD, OPTIONS"
+#define GET_POST_ROUTES "GET, HEAD, POST, OPTIONS"
 
-/* The compute routes come from the operation list (ops.h), in its order. */
+/* The compute routes come from the operation list (ops.h), in its order.
+ * The Triton extensions are those of triton-inference-server/server
+ * docs/protocol/extension_*.md; the ones normd does not have (trace,
+ * logging, system and CUDA shared memory) are routed so that their
+ * clients get a v2 error saying so (501), not a bare 404. */
 const route_t router_routes[] = {
-#define OP_ROUTE_(id, name, route, ...) {route, POST_ROUTES, H_COMPUTE, OP_##id, 0},
+#define OP_ROUTE_(id, name, route, ...) {route, POST_ROUTES, H_COMPUTE, OP_##id},
     OPS_MAP(OP_ROUTE_)
 #undef OP_ROUTE_
-    {"/healthz", GET_ROUTES, H_HEALTHZ, OP_COUNT, 0},
-    {"/readyz", GET_ROUTES, H_READYZ, OP_COUNT, 0},
-    {"/metrics", GET_ROUTES, H_METRICS, OP_COUNT, 0},
-    {"/v1/info", GET_ROUTES, H_INFO, OP_COUNT, 0},
-    {"/openapi.yaml", GET_ROUTES, H_OPENAPI, OP_COUNT, 0},
-    {"/", GET_ROUTES, H_WEB, OP_COUNT, 0},
-    {"/v2", GET_ROUTES, H_V2_SERVER, OP_COUNT, 1},
-    {"/v2/health/live", GET_ROUTES, H_V2_LIVE, OP_COUNT, 1},
-    {"/v2/health/ready", GET_ROUTES, H_V2_READY, OP_COUNT, 1},
-    {"/v2/models/{model}", GET_ROUTES, H_V2_MODEL, OP_COUNT, 1},
-    {"/v2/models/{model}/ready", GET_ROUTES, H_V2_MODEL_READY, OP_COUNT, 1},
-    {"/v2/models/{model}/infer", POST_ROUTES, H_COMPUTE, OP_COUNT, 1},
+    {"/healthz", GET_ROUTES, H_HEALTHZ, OP_COUNT},
+    {"/readyz", GET_ROUTES, H_READYZ, OP_COUNT},
+    {"/metrics", GET_ROUTES, H_METRICS, OP_COUNT},
+    {"/v1/info", GET_ROUTES, H_INFO, OP_COUNT},
+    {"/openapi.yaml", GET_ROUTES, H_OPENAPI, OP_COUNT},
+    {"/", GET_ROUTES, H_WEB, OP_COUNT},
+    {"/v2", GET_ROUTES, H_V2_SERVER, OP_COUNT},
+    {"/v2/health/live", GET_ROUTES, H_V2_LIVE, OP_COUNT},
+    {"/v2/health/ready", GET_ROUTES, H_V2_READY, OP_COUNT},
+    {"/v2/models/{model}", GET_ROUTES, H_V2_MODEL, OP_COUNT},
+    {"/v2/models/{model}/ready", GET_ROUTES, H_V2_MODEL_READY, OP_COUNT},
+    {"/v2/models/{model}/infer", POST_ROUTES, H_COMPUTE, OP_COUNT},
+    {"/v2/models/{model}/config", GET_ROUTES, H_V2_MODEL_CONFIG, OP_COUNT},
+    {"/v2/models/stats", GET_ROUTES, H_V2_STATS, OP_COUNT},
+    {"/v2/models/{model}/stats", GET_ROUTES, H_V2_MODEL_STATS, OP_COUNT},
+    {"/v2/repository/index", POST_ROUTES, H_V2_REPOSITORY_INDEX, OP_COUNT},
+    {"/v2/repository/models/{model}/load", POST_ROUTES, H_V2_REPOSITORY_LOAD,
+     OP_COUNT},
+    {"/v2/repository/models/{model}/unload", POST_ROUTES, H_V2_REPOSITORY_LOAD,
+     OP_COUNT},
+    {"/v2/trace/setting", GET_POST_ROUTES, H_V2_UNSUPPORTED, OP_COUNT},
+    {"/v2/models/{model}/trace/setting", GET_POST_ROUTES, H_V2_UNSUPPORTED,
+     OP_COUNT},
+    {"/v2/logging", GET_POST_ROUTES, H_V2_UNSUPPORTED, OP_COUNT},
+#define SHARED_MEMORY_ROUTES_(kind)                                            \
+  {"/v2/" kind "/status", GET_ROUTES, H_V2_UNSUPPORTED, OP_COUNT},             \
+      {"/v2/" kind "/region/{region}/status", GET_ROUTES, H_V2_UNSUPPORTED,    \
+       OP_COUNT},                                                              \
+      {"/v2/" kind "/region/{region}/register", POST_ROUTES, H_V2_UNSUPPORTED, \
+       OP_COUNT},                                                              \
+      {"/v2/" kind "/region/{region}/unregister", POST_ROUTES,                 \
+       H_V2_UNSUPPORTED, OP_COUNT},                                            \
+      {"/v2/" kind "/unregister", POST_ROUTES, H_V2_UNSUPPORTED, OP_COUNT}
+    SHARED_MEMORY_ROUTES_("systemsharedmemory"),
+    SHARED_MEMORY_ROUTES_("cudasharedmemory"),
+#undef SHARED_MEMORY_ROUTES_
 };
 const size_t router_count = sizeof router_routes / sizeof router_routes[0];
 
 static const char *labels[sizeof router_routes / sizeof router_routes[0] + 1];
 
-static const route_t *route_by_path(const char *path) {
-  for (size_t i = 0; i < router_count; i++)
-    if (strcmp(router_routes[i].path, path) == 0) return &router_routes[i];
-  return NULL;
+int router_is_v2(const char *path) {
+  return strncmp(path, "/v2", 3) == 0 && (path[3] == '\0' || path[3] == '/');
 }
 
-/* /v2/models/{model}[/versions/1][/ready|/infer] */
-static void match_model(const char *path, route_match_t *m) {
-  const char *name = path + strlen("/v2/models/");
-  size_t len = strcspn(name, "/");
-  if (len == 0 || len >= sizeof m->model) return;
-  memcpy(m->model, name, len);
-  m->model[len] = '\0';
-  const char *rest = name + len;
-  int known_version = 1;
-  if (strncmp(rest, "/versions/", 10) == 0) {
-    size_t vlen = strcspn(rest + 10, "/");
-    known_version = vlen == 1 && rest[10] == '1'; /* only version 1 exists */
-    rest += 10 + vlen;
+/* Whether path fits a template, segment by segment: {model} takes a model
+ * name into m->model, followed on /v2/models/ paths by an optional
+ * /versions/<v> (*version_ok: it is 1, the only version); any other {name}
+ * takes one non-empty segment. */
+static int fits(const char *tpl, const char *path, route_match_t *m,
+                int *version_ok) {
+  int versioned = strncmp(tpl, "/v2/models/", 11) == 0;
+  *version_ok = 1;
+  while (*tpl == '/' && *path == '/') {
+    tpl++;
+    path++;
+    size_t tl = strcspn(tpl, "/"), pl = strcspn(path, "/");
+    if (tpl[0] == '{') {
+      if (pl == 0) return 0;
+      if (tl == 7 && strncmp(tpl, "{model}", 7) == 0) {
+        if (pl >= sizeof m->model) return 0;
+        memcpy(m->model, path, pl);
+        m->model[pl] = '\0';
+        const char *rest = path + pl;
+        if (versioned && strncmp(rest, "/versions/", 10) == 0) {
+          size_t vl = strcspn(rest + 10, "/");
+          if (vl == 0) return 0;
+          *version_ok = vl == 1 && rest[10] == '1';
+          pl += 10 + vl;
+        }
+      }
+    } else if (tl != pl || strncmp(tpl, path, tl) != 0) {
+      return 0;
+    }
+    tpl += tl;
+    path += pl;
   }
-  const char *template = *rest == '\0'                 ? "/v2/models/{model}"
-                         : strcmp(rest, "/ready") == 0 ? "/v2/models/{model}/ready"
-                         : strcmp(rest, "/infer") == 0 ? "/v2/models/{model}/infer"
-                                                       : NULL;
-  if (template == NULL) return;
-  m->route = route_by_path(template);
-  m->model_known = known_version && kserve_model_op(m->model, &m->op) == 0;
+  return *tpl == '\0' && *path == '\0';
 }
 
 void router_match(const char *path, route_match_t *m) {
   memset(m, 0, sizeof *m);
   m->op = OP_COUNT;
-  if (strncmp(path, "/v2/models/", 11) == 0) {
-    match_model(path, m);
+  /* exact paths first: /v2/models/stats is not the model "stats" */
+  for (size_t i = 0; i < router_count; i++)
+    if (strcmp(router_routes[i].path, path) == 0) {
+      m->route = &router_routes[i];
+      m->op = m->route->op;
+      return;
+    }
+  for (size_t i = 0; i < router_count; i++) {
+    const route_t *r = &router_routes[i];
+    int version_ok;
+    if (strchr(r->path, '{') == NULL) continue;
+    memset(m->model, 0, sizeof m->model);
+    if (!fits(r->path, path, m, &version_ok)) continue;
+    m->route = r;
+    if (strstr(r->path, "{model}"))
+      m->model_known = version_ok && kserve_model_op(m->model, &m->op) == 0;
     return;
   }
-  m->route = route_by_path(path);
-  if (m->route) m->op = m->route->op;
+  memset(m->model, 0, sizeof m->model);
 }
 
 int router_allows(const route_t *r, const char *method) {
-  if (strcmp(method, "OPTIONS") == 0) return 1;
-  if (r->handler == H_COMPUTE) return strcmp(method, "POST") == 0;
-  return strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
+  size_t n = strlen(method);
+  for (const char *p = r->allow; *p;) {
+    p += strspn(p, ", ");
+    size_t len = strcspn(p, ", ");
+    if (len == n && n > 0 && strncmp(p, method, n) == 0) return 1;
+    p += len;
+  }
+  return 0;
 }
 
 size_t router_index(const route_t *r) {

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "compute.h"
+#include "op_stats.h"
 
 /* Inference-Header-Content-Length: a plain decimal, or -1 when absent. */
 static int parse_header_length(const char *text, int64_t *out,
@@ -130,14 +131,28 @@ void service_handle(const service_input_t *in, const limits_t *lim,
   const codec_t *decoder = NULL, *encoder = NULL;
   codec_input_t msg = {.op = in->op, .body = in->body, .len = in->len,
                        .query = in->query, .nquery = in->nquery};
-  if (parse_header_length(in->header_length, &msg.header_length, &prob) == 0 &&
+  /* each stage timed for op_stats: decode, compute, encode */
+  op_timing_t timing = {.queue_ns = in->queue_ns};
+  uint64_t mark = op_stats_now_ns(), now;
+  int ok =
+      parse_header_length(in->header_length, &msg.header_length, &prob) == 0 &&
       negotiate(in, &decoder, &encoder, &prob) == 0 &&
-      decoder->decode(&msg, lim, &req, &prob) == 0 &&
-      compute_run(&req, &res, &prob) == 0)
-    encoder->encode(&req, &res, out, &prob);
+      decoder->decode(&msg, lim, &req, &prob) == 0;
+  timing.input_ns = (now = op_stats_now_ns()) - mark;
+  mark = now;
+  if (ok) {
+    ok = compute_run(&req, &res, &prob) == 0;
+    timing.infer_ns = (now = op_stats_now_ns()) - mark;
+    mark = now;
+  }
+  if (ok) encoder->encode(&req, &res, out, &prob);
   if (prob.status == 0 && out->nparts > 0) {
     /* binary tensors in the reply point into req and res */
-    if (in->by_reference && keep_with_reply(out, &req, &res) == 0) return;
+    if (in->by_reference && keep_with_reply(out, &req, &res) == 0) {
+      timing.output_ns = op_stats_now_ns() - mark;
+      op_stats_record(in->op, &timing, 1);
+      return;
+    }
     if (reply_flatten(out) != 0)
       problem_set(&prob, PROBLEM_OUT_OF_MEMORY, NULL, "out of memory");
   }
@@ -145,6 +160,8 @@ void service_handle(const service_input_t *in, const limits_t *lim,
     if (in->kserve) problem_reply_kserve(&prob, out);
     else problem_reply(&prob, out);
   }
+  timing.output_ns = op_stats_now_ns() - mark;
+  op_stats_record(in->op, &timing, prob.status == 0);
   result_free(&res);
   request_free(&req);
 }

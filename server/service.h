@@ -1,11 +1,13 @@
 /* service.h -- the whole compute path without sockets: content negotiation,
  * decode, compute, encode, and every failure as an error reply. It runs on
  * a worker thread for the daemon and is called directly by in-process tests
- * (and fuzzers). Thread-safe: no shared state but the metrics. */
+ * (and fuzzers). Thread-safe: no shared state but the metrics and the
+ * per-operation statistics (op_stats.h), which it records. */
 #ifndef NORMD_SERVICE_H
 #define NORMD_SERVICE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "codec.h"
 #include "reply.h"
@@ -25,6 +27,9 @@ typedef struct {
   const query_param_t *query;
   size_t nquery;
   int kserve; /* a /v2 route: KServe v2 protocol, {"error": ...} errors */
+  /* nanoseconds it waited in the pool queue (op_stats: "queue"); 0 when
+   * called directly */
+  uint64_t queue_ns;
   /* The reply may send binary tensors by reference (reply_t parts, kept
    * alive with the reply) instead of copying them into its body. */
   int by_reference;

@@ -23,6 +23,7 @@
 #include "decode.h"
 #include "encode.h"
 #include "kserve.h"
+#include "op_stats.h"
 
 static const struct {
   const char *v2;
@@ -319,50 +320,159 @@ static int kserve_encode(const request_t *req, const result_t *res,
   return encode_finish_json(&b, binary ? &tail : NULL, out, prob);
 }
 
-/* ---- metadata ---- */
+/* ---- metadata, configuration, repository, statistics ---- */
 
-void kserve_model_metadata(op_t op, buf_t *b) {
-  /* shapes as an input of the usual rank produces them: (N, D) for layer
-   * and rms norm (stats per row), (N, C, L) for the channel norms (stats
-   * per channel, per (n, group) or per (n, c)) */
+/* One tensor of a model's signature: its name, how many dims (each -1:
+ * any size), and for inputs whether a request may leave it out. */
+typedef struct {
+  const char *name;
+  int rank;
+  int optional;
+} model_tensor_t;
+
+enum { MODEL_MAX_TENSORS = 16 };
+
+/* A model's inputs (outputs 0) or outputs (1): the one source of what GET
+ * /v2/models/{m} and its /config list. Shapes as an input of the usual
+ * rank produces them: (N, D) for layer and rms norm (stats per row),
+ * (N, C, L) for the channel norms (stats per channel, per (n, group) or per
+ * (n, c)). Returns how many it wrote. */
+static size_t model_tensors(op_t op, int outputs, model_tensor_t *t) {
   op_t norm = op_info(op)->norm;
-  const char *input_shape = norm == OP_LAYER || norm == OP_RMS ? "[-1,-1]" : "[-1,-1,-1]";
-  const char *stats_shape = norm == OP_GROUP || norm == OP_INSTANCE ? "[-1,-1]" : "[-1]";
-  buf_printf(b, "{\"name\":\"%s\",\"versions\":[\"1\"],\"platform\":\"normd\","
-                "\"inputs\":[", kserve_model_name(op));
-  /* the op's tensor fields (mode given's mean and var are not listed) */
-  static const struct {
-    const char *name;
-    unsigned long long field;
-  } inputs[] = {{"input", FIELD(INPUT)},
-                {"grad_output", FIELD(GRAD_OUTPUT)},
-                {"residual", FIELD(RESIDUAL)},
-                {"weight", FIELD(WEIGHT)},
-                {"bias", FIELD(BIAS)},
-                {"running_mean", FIELD(RUNNING_MEAN)},
-                {"running_var", FIELD(RUNNING_VAR)}};
-  for (size_t i = 0, listed = 0; i < sizeof inputs / sizeof inputs[0]; i++)
-    if (op_info(op)->fields & inputs[i].field)
-      buf_printf(b, "%s{\"name\":\"%s\",\"datatype\":\"FP32\",\"shape\":%s}",
-                 listed++ ? "," : "", inputs[i].name, i <= 2 ? input_shape : "[-1]");
-  buf_puts(b, "],\"outputs\":[");
+  int input_rank = norm == OP_LAYER || norm == OP_RMS ? 2 : 3;
+  int stats_rank = norm == OP_GROUP || norm == OP_INSTANCE ? 2 : 1;
+  size_t n = 0;
+  if (!outputs) {
+    /* the op's tensor fields (mode given's mean and var are not listed);
+     * input, and a backward's grad_output, are required */
+    static const struct {
+      const char *name;
+      unsigned long long field;
+      int full_rank, optional;
+    } inputs[] = {{"input", FIELD(INPUT), 1, 0},
+                  {"grad_output", FIELD(GRAD_OUTPUT), 1, 0},
+                  {"residual", FIELD(RESIDUAL), 1, 1},
+                  {"weight", FIELD(WEIGHT), 0, 1},
+                  {"bias", FIELD(BIAS), 0, 1},
+                  {"running_mean", FIELD(RUNNING_MEAN), 0, 1},
+                  {"running_var", FIELD(RUNNING_VAR), 0, 1}};
+    for (size_t i = 0; i < sizeof inputs / sizeof inputs[0]; i++)
+      if (op_info(op)->fields & inputs[i].field)
+        t[n++] = (model_tensor_t){inputs[i].name,
+                                  inputs[i].full_rank ? input_rank : 1,
+                                  inputs[i].optional};
+    return n;
+  }
   unsigned outs = outputs_of(op, NULL) |
                   (op == OP_BATCH ? V2_OUT_RUNNING_MEAN | V2_OUT_RUNNING_VAR : 0);
-  int first = 1;
   for (size_t k = 0; k < sizeof output_names / sizeof output_names[0]; k++) {
     unsigned bit = output_names[k].bit;
     if (!(outs & bit)) continue;
-    const char *shape = bit & (V2_OUT_OUTPUT | V2_OUT_GRAD_INPUT | V2_OUT_RESIDUAL_OUT)
-                            ? input_shape
-                        : bit & (V2_OUT_RUNNING_MEAN | V2_OUT_RUNNING_VAR |
-                                 V2_OUT_GRAD_WEIGHT | V2_OUT_GRAD_BIAS)
-                            ? "[-1]"
-                            : stats_shape;
-    buf_printf(b, "%s{\"name\":\"%s\",\"datatype\":\"FP32\",\"shape\":%s}",
-               first ? "" : ",", output_names[k].name, shape);
-    first = 0;
+    int rank = bit & (V2_OUT_OUTPUT | V2_OUT_GRAD_INPUT | V2_OUT_RESIDUAL_OUT)
+                   ? input_rank
+               : bit & (V2_OUT_RUNNING_MEAN | V2_OUT_RUNNING_VAR |
+                        V2_OUT_GRAD_WEIGHT | V2_OUT_GRAD_BIAS)
+                   ? 1
+                   : stats_rank;
+    t[n++] = (model_tensor_t){output_names[k].name, rank, 0};
+  }
+  return n;
+}
+
+/* [-1,-1,...] of rank dims */
+static void put_any_shape(buf_t *b, int rank) {
+  buf_putc(b, '[');
+  for (int d = 0; d < rank; d++) buf_puts(b, d ? ",-1" : "-1");
+  buf_putc(b, ']');
+}
+
+void kserve_model_metadata(op_t op, buf_t *b) {
+  model_tensor_t t[MODEL_MAX_TENSORS];
+  buf_printf(b, "{\"name\":\"%s\",\"versions\":[\"1\"],\"platform\":\"normd\",",
+             kserve_model_name(op));
+  for (int outputs = 0; outputs <= 1; outputs++) {
+    size_t n = model_tensors(op, outputs, t);
+    buf_puts(b, outputs ? "],\"outputs\":[" : "\"inputs\":[");
+    for (size_t i = 0; i < n; i++) {
+      buf_printf(b, "%s{\"name\":\"%s\",\"datatype\":\"FP32\",\"shape\":",
+                 i ? "," : "", t[i].name);
+      put_any_shape(b, t[i].rank);
+      buf_putc(b, '}');
+    }
   }
   buf_puts(b, "],\"parameters\":{\"datatypes\":[\"FP32\",\"FP64\",\"FP16\",\"BF16\"]}}");
+}
+
+/* Triton's model configuration (docs/protocol/extension_model_configuration.md:
+ * the ModelConfig protobuf of model_config.proto in JSON, field names as
+ * in the proto): the same tensors as the metadata, data types in config
+ * form, no batching (max_batch_size 0: dims are the whole shape). */
+void kserve_model_config(op_t op, buf_t *b) {
+  model_tensor_t t[MODEL_MAX_TENSORS];
+  buf_printf(b, "{\"name\":\"%s\",\"platform\":\"normd\",\"backend\":\"normd\","
+                "\"version_policy\":{\"latest\":{\"num_versions\":1}},"
+                "\"max_batch_size\":0,",
+             kserve_model_name(op));
+  for (int outputs = 0; outputs <= 1; outputs++) {
+    size_t n = model_tensors(op, outputs, t);
+    buf_puts(b, outputs ? "],\"output\":[" : "\"input\":[");
+    for (size_t i = 0; i < n; i++) {
+      buf_printf(b, "%s{\"name\":\"%s\",\"data_type\":\"TYPE_FP32\",\"dims\":",
+                 i ? "," : "", t[i].name);
+      put_any_shape(b, t[i].rank);
+      if (!outputs) buf_printf(b, ",\"optional\":%s", t[i].optional ? "true" : "false");
+      buf_putc(b, '}');
+    }
+  }
+  buf_puts(b, "]}");
+}
+
+void kserve_repository_index(buf_t *b) {
+  buf_putc(b, '[');
+  for (int op = 0, n = 0; op < OP_COUNT; op++)
+    if (op_info((op_t)op)->model != NULL)
+      buf_printf(b, "%s{\"name\":\"%s\",\"version\":\"1\",\"state\":\"READY\"}",
+                 n++ ? "," : "", op_info((op_t)op)->model);
+  buf_putc(b, ']');
+}
+
+static void put_duration(buf_t *b, const char *name, op_duration_t d, int first) {
+  buf_printf(b, "%s\"%s\":{\"count\":%llu,\"ns\":%llu}", first ? "" : ",", name,
+             (unsigned long long)d.count, (unsigned long long)d.ns);
+}
+
+static void put_model_stat(buf_t *b, op_t op) {
+  op_stats_t s;
+  op_stats_read(op, &s);
+  buf_printf(b,
+             "{\"name\":\"%s\",\"version\":\"1\",\"last_inference\":%llu,"
+             "\"inference_count\":%llu,\"execution_count\":%llu,"
+             "\"inference_stats\":{",
+             kserve_model_name(op), (unsigned long long)s.last_inference_ms,
+             (unsigned long long)s.inference_count,
+             (unsigned long long)s.execution_count);
+  put_duration(b, "success", s.success, 1);
+  put_duration(b, "fail", s.fail, 0);
+  put_duration(b, "queue", s.queue, 0);
+  put_duration(b, "compute_input", s.compute_input, 0);
+  put_duration(b, "compute_infer", s.compute_infer, 0);
+  put_duration(b, "compute_output", s.compute_output, 0);
+  put_duration(b, "cache_hit", (op_duration_t){0, 0}, 0); /* no cache */
+  buf_puts(b, "},\"batch_stats\":[]}");
+}
+
+void kserve_model_stats(op_t op, buf_t *b) {
+  buf_puts(b, "{\"model_stats\":[");
+  if (op < OP_COUNT) {
+    put_model_stat(b, op);
+  } else {
+    for (int i = 0, n = 0; i < OP_COUNT; i++)
+      if (op_info((op_t)i)->model != NULL) {
+        if (n++) buf_putc(b, ',');
+        put_model_stat(b, (op_t)i);
+      }
+  }
+  buf_puts(b, "]}");
 }
 
 const codec_t codec_kserve = {

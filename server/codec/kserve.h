@@ -1,4 +1,5 @@
-/* kserve.h -- the KServe v2 model names and metadata (the codec itself is
+/* kserve.h -- the KServe v2 model names, metadata, and Triton's model
+ * configuration, repository index and statistics (the codec itself is
  * codec_kserve in codec.h). */
 #ifndef NORMD_KSERVE_H
 #define NORMD_KSERVE_H
@@ -16,5 +17,15 @@ const char *kserve_model_name(op_t op);
 const char *kserve_model_list(void);
 /* GET /v2/models/{model}: name, versions, platform, inputs, outputs. */
 void kserve_model_metadata(op_t op, buf_t *b);
+/* GET /v2/models/{model}/config: Triton's model configuration of the same
+ * inputs and outputs (name, platform, backend, max_batch_size 0, input and
+ * output with data_type TYPE_FP32 and dims, -1 for any size). */
+void kserve_model_config(op_t op, buf_t *b);
+/* POST /v2/repository/index: every model, {"name", "version": "1",
+ * "state": "READY"}, in OPS_MAP order. */
+void kserve_repository_index(buf_t *b);
+/* GET /v2/models[/{model}]/stats: Triton's {"model_stats": [...]} of one
+ * model's op, or of every model for op OP_COUNT, from op_stats.h. */
+void kserve_model_stats(op_t op, buf_t *b);
 
 #endif

@@ -28,7 +28,7 @@ PROBLEM = "application/problem+json"
 PRODUCED = set()  # problem codes seen on the wire by this module's tests
 SENT = set()  # ids of the examples sent
 VOLATILE = {"revision", "threads"}  # of GET /v1/info: the build and the host
-PATH_EXAMPLES = {"model": "layer_norm", "version": "1"}
+PATH_EXAMPLES = {"model": "layer_norm", "version": "1", "region": "region0"}
 
 
 def _id(*parts):
@@ -265,7 +265,7 @@ def test_response_example(normd, e, req):
 # ---- 404 and 405 on any path -------------------------------------------------------
 
 def test_unknown_path_is_404(normd):
-    for path in ("/v1/norm/layers", "/healthz/", "/v2/models", "/v1"):
+    for path in ("/v1/norm/layers", "/healthz/", "/v1"):
         resp = normd.get(path)
         assert resp.status == 404 and cl.media_type(resp) == PROBLEM, resp
         doc = json.loads(resp.body)
@@ -273,6 +273,12 @@ def test_unknown_path_is_404(normd):
                                     ["Problem"], doc)
         assert doc["code"] == "not_found"
         PRODUCED.add(doc["code"])
+    # under /v2 the protocol's error object, whatever the path
+    for path in ("/v2/models", "/v2/", "/v2/nope", "/v2/models/layer_norm/x"):
+        resp = normd.get(path)
+        assert resp.status == 404 and cl.media_type(resp) == "application/json"
+        assert not cl.schema_errors(SPEC, SPEC["components"]["schemas"]
+                                    ["V2Error"], json.loads(resp.body)), resp
 
 
 @pytest.mark.parametrize("path", sorted(SPEC["paths"]))
