@@ -120,3 +120,32 @@ post /v2/models/layer_norm/infer '{"id": "textbook-1", "inputs": [{"name": "inpu
 post /v2/models/group_norm/versions/1/infer '{"inputs": [{"name": "input", "shape": [1, 4, 2], "datatype": "FP64", "data": [1, 2, 3, 4, 5, 6, 7, 8]}], "parameters": {"num_groups": 2}}'
 show "GET /v2/models/layer_norm_backward" "$URL/v2/models/layer_norm_backward"
 post /v2/models/layer_norm_backward/infer '{"inputs": [{"name": "input", "shape": [2, 5], "datatype": "FP32", "data": [1, 2, 3, 4, 5, 2, 4, 6, 8, 10]}, {"name": "grad_output", "shape": [2, 5], "datatype": "FP32", "data": [1, 0, 0, 0, 0, 0, 0, 0, 0, 1]}]}'
+
+# Triton's extensions: the repository index, a model's configuration, the
+# statistics (of every model, and of one), and the refusals (models are built
+# in; trace, logging and shared memory are not implemented): {"error"} each.
+post /v2/repository/index '{}'
+show "GET /v2/models/layer_norm/config" "$URL/v2/models/layer_norm/config"
+show "GET /v2/models/layer_norm/versions/1/config" "$URL/v2/models/layer_norm/versions/1/config"
+show "GET /v2/models/stats" "$URL/v2/models/stats"
+show "GET /v2/models/layer_norm/stats" "$URL/v2/models/layer_norm/stats"
+show "GET /v2/models/layer_norm/versions/1/stats" "$URL/v2/models/layer_norm/versions/1/stats"
+refused() { # METHOD PATH: the status and the v2 error object
+  printf '\n== %s %s\n' "$1" "$2"
+  curl -sS "${AUTH[@]}" -X "$1" -w ' (HTTP %{http_code})\n' "$URL$2"
+}
+refused POST /v2/repository/models/layer_norm/load
+refused POST /v2/repository/models/layer_norm/unload
+refused GET /v2/trace/setting
+refused GET /v2/models/layer_norm/trace/setting
+refused GET /v2/logging
+refused GET /v2/systemsharedmemory/status
+refused GET /v2/systemsharedmemory/region/r0/status
+refused POST /v2/systemsharedmemory/region/r0/register
+refused POST /v2/systemsharedmemory/region/r0/unregister
+refused POST /v2/systemsharedmemory/unregister
+refused GET /v2/cudasharedmemory/status
+refused GET /v2/cudasharedmemory/region/r0/status
+refused POST /v2/cudasharedmemory/region/r0/register
+refused POST /v2/cudasharedmemory/region/r0/unregister
+refused POST /v2/cudasharedmemory/unregister

@@ -55,9 +55,6 @@ static void add_cors(request_state_t *rs, struct MHD_Response *resp) {
   const char *origins = rs->srv->cfg->cors_origins;
   const char *origin = http__header(rs->mhd_conn, "Origin");
   int listed = origins[0] != '\0' && strcmp(origins, "*") != 0;
-  /* With a list, every answer depends on Origin (allowed or not, or none):
-   * a cache must not hand one origin's answer to another. */
-  if (listed) MHD_add_response_header(resp, "Vary", "Origin");
   if (!origin_allowed(origins, origin)) return;
   if (listed)
     MHD_add_response_header(resp, "Access-Control-Allow-Origin", origin);
@@ -146,9 +143,17 @@ enum MHD_Result http__send_reply(request_state_t *rs) {
   if (r->content_encoding)
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_ENCODING,
                             r->content_encoding);
-  /* the answer depends on Accept-Encoding: caches must key on it */
-  if (compressible)
-    MHD_add_response_header(resp, MHD_HTTP_HEADER_VARY, "Accept-Encoding");
+  /* What a cache must key the answer on, in one Vary: Origin when CORS
+   * names origins (every answer then depends on it, allowed or not, or
+   * none, so one origin's answer is never handed to another), and
+   * Accept-Encoding where the answer may be compressed. */
+  const char *origins = rs->srv->cfg->cors_origins;
+  int by_origin = origins[0] != '\0' && strcmp(origins, "*") != 0;
+  const char *vary = by_origin && compressible ? "Origin, Accept-Encoding"
+                     : by_origin               ? "Origin"
+                     : compressible            ? "Accept-Encoding"
+                                               : NULL;
+  if (vary) MHD_add_response_header(resp, MHD_HTTP_HEADER_VARY, vary);
   add_cors(rs, resp);
   rs->status_sent = r->status;
   rs->bytes_out = bytes;

@@ -420,7 +420,7 @@ def test_cors_with_a_list_of_origins(start_normd):
     d = start_normd("--cors-origins", "https://a.example,http://localhost:3000")
     resp = d.get("/healthz", {"Origin": "https://a.example"})
     assert cl.header(resp, "Access-Control-Allow-Origin") == "https://a.example"
-    assert cl.header(resp, "Vary") == "Origin"
+    assert "Origin" in [t.strip() for t in cl.header(resp, "Vary").split(",")]
     assert cl.header(resp, "Access-Control-Expose-Headers") == \
         "Retry-After, Inference-Header-Content-Length"
     resp = d.get("/healthz", {"Origin": "https://b.example"})

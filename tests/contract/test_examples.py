@@ -33,7 +33,7 @@ def test_curl_sh_calls_every_route(normd, openapi_doc):
             assert '"$URL/"' in script, "examples/curl.sh never calls /"
             continue
         pattern = re.escape(path).replace(r"\{model\}", "[a-z_]+") \
-            .replace(r"\{version\}", "1")
+            .replace(r"\{version\}", "1").replace(r"\{region\}", "[a-z0-9_]+")
         assert re.search(r"(?<![\w/])(\$URL)?%s(?![\w/])" % pattern, script), \
             "examples/curl.sh never calls %s" % path
     # and the answers are there: the textbook means, the framed output,
@@ -43,6 +43,8 @@ def test_curl_sh_calls_every_route(normd, openapi_doc):
     assert '"code":"unknown_field"' in out and "(HTTP 422)" in out
     assert '"model_name":"layer_norm"' in out and '"id":"textbook-1"' in out
     assert "live 200, ready 200, model ready 200, version 1 ready 200" in out
+    assert '"model_stats":[' in out and '"max_batch_size":0' in out
+    assert '(HTTP 501)' in out and '(HTTP 400)' in out
 
 
 def test_client_py(normd):
