@@ -302,6 +302,19 @@ size_t engine_axes_elem(const axes_t *a, size_t g, size_t j) {
          axes_offset(a->red_dim, a->red_stride, a->nred, j);
 }
 
+/* The inverse of engine_axes_elem over the whole tensor: each element's
+ * group, by walking every group's elements (the kernels' own order). */
+int norm_axes_groups(const norm_tensor_t *x, unsigned axes, size_t *group_of) {
+  if (x == NULL || group_of == NULL) return NORM_E_NULL;
+  axes_t a;
+  int err = norm_tensor_check(x, NULL, NULL);
+  if (err == NORM_OK) err = engine_axes_init(&a, x, axes);
+  if (err != NORM_OK) return err;
+  for (size_t g = 0; g < a.groups; g++)
+    for (size_t j = 0; j < a.count; j++) group_of[engine_axes_elem(&a, g, j)] = g;
+  return NORM_OK;
+}
+
 /* ---- checks ---- */
 
 int engine_check_eps(double eps) {

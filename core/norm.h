@@ -290,6 +290,13 @@ void norm_moments_merge(norm_moments_t *acc, const norm_moments_t *part);
  * dims' row-major index. Double accumulation, any dtypes; y may alias x
  * when the dtypes match. */
 
+/* group_of[i] = the group (the statistic's index, as above) of x's flat
+ * element i, for every element: the map from elements to the statistics
+ * of a reduction over `axes` (norm_lp_rows, norm_mvn_rows; any norm whose
+ * groups are a set of dims of some view of x). The caller owns group_of,
+ * one entry per element of x; x's data is not read. NORM_E_AXIS as Lp. */
+int norm_axes_groups(const norm_tensor_t *x, unsigned axes, size_t *group_of);
+
 typedef struct {
   double p;      /* > 0 (may be INFINITY); NaN or <= 0: NORM_E_ARG */
   double eps;    /* >= 0, finite */

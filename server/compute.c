@@ -168,7 +168,8 @@ static int output_memory(const request_t *req, result_t *res, size_t numel,
 
 /* The result's statistics arrays for a norm's kind of stats. 0, or -1 with
  * a 500 problem. */
-static int alloc_stats(result_t *res, stats_kind_t kind, problem_t *prob) {
+static int alloc_stats(result_t *res, stats_kind_t kind, size_t numel,
+                       unsigned ret, problem_t *prob) {
   switch (kind) {
   case STATS_MEAN_VAR:
     res->mean = compute__alloc_doubles(res->ngroups, prob);
@@ -180,7 +181,9 @@ static int alloc_stats(result_t *res, stats_kind_t kind, problem_t *prob) {
     res->rstd = compute__alloc_doubles(res->ngroups, prob);
     break;
   case STATS_NORM: res->norm = compute__alloc_doubles(res->ngroups, prob); break;
-  case STATS_NONE: break;
+  case STATS_NONE:
+    if (ret & RET_STEPS) res->square_sum = compute__alloc_doubles(numel, prob);
+    break;
   }
   return prob->status ? -1 : 0;
 }
@@ -204,7 +207,7 @@ int compute__output(const request_t *req, result_t *res, problem_t *prob,
   res->output.dtype = req->output_dtype;
   if (output_memory(req, res, numel, over) != 0)
     return problem_set(prob, PROBLEM_OUT_OF_MEMORY, NULL, "out of memory");
-  return alloc_stats(res, k->stats, prob);
+  return alloc_stats(res, k->stats, numel, req->ret, prob);
 }
 
 /* Fused residual add (vLLM's fused_add_rms_norm, FlashAttention's
@@ -245,6 +248,11 @@ static int fused_add(const request_t *req, result_t *res, problem_t *prob) {
  * runs on h = input + residual (fused_add). */
 int compute__run_norm(const request_t *req, result_t *res, problem_t *prob,
                     const kernel_t *k, split_t split) {
+  if (k->no_output_stats && (req->ret & RET_OUTPUT_STATS))
+    return problem_set(prob, PROBLEM_BAD_FIELD, "return",
+                       "return \"output_stats\" is not answered by %s (its "
+                       "groups are not rows or channels)",
+                       op_name(req->op));
   if (req->residual_in.present && fused_add(req, res, prob) != 0) return -1;
   const norm_tensor_t *x =
       req->residual_in.present ? &res->residual_out : &req->input.t;
@@ -261,6 +269,7 @@ int compute__run_norm(const request_t *req, result_t *res, problem_t *prob,
   split.y = &res->output;
   split.st = &st;
   split.norms = res->norm;
+  split.square_sum = res->square_sum;
   int err = compute__split_run(&split, res->ngroups, compute__tensor_bytes(x));
   norm_moments_params_t out_layout = {NORM_MOMENTS_ROWS, 1};
   k->layout(req, x, res, &out_layout);
@@ -299,7 +308,7 @@ static void layer_layout(const request_t *req, const norm_tensor_t *x,
   rows_layout(req->layer.normalized_ndim, x, res, out);
 }
 const kernel_t compute__layer_kernel = {layer_groups, layer_rows, layer_layout, 0,
-                                      STATS_MEAN_VAR, 0};
+                                      STATS_MEAN_VAR, 0, 0};
 int compute_layer(const request_t *req, result_t *res, problem_t *prob) {
   return compute__run_norm(req, res, prob, &compute__layer_kernel, (split_t){0});
 }
@@ -315,7 +324,7 @@ static void rms_layout(const request_t *req, const norm_tensor_t *x,
   rows_layout(req->rms.normalized_ndim, x, res, out);
 }
 const kernel_t compute__rms_kernel = {rms_groups, rms_rows, rms_layout, 0,
-                                    STATS_RMS, 0};
+                                    STATS_RMS, 0, 0};
 int compute_rms(const request_t *req, result_t *res, problem_t *prob) {
   return compute__run_norm(req, res, prob, &compute__rms_kernel, (split_t){0});
 }
@@ -362,7 +371,7 @@ norm_batch_params_t compute__batch_params(const request_t *req) {
 }
 
 const kernel_t compute__batch_kernel = {batch_groups, batch_rows, channel_layout,
-                                      0, STATS_MEAN_VAR, 1};
+                                      0, STATS_MEAN_VAR, 1, 0};
 
 int compute_batch(const request_t *req, result_t *res, problem_t *prob) {
   norm_batch_params_t p = compute__batch_params(req);
@@ -396,7 +405,7 @@ static void group_layout(const request_t *req, const norm_tensor_t *x,
   res->stats_shape[1] = req->group.num_groups;
 }
 const kernel_t compute__group_kernel = {group_groups, group_rows, group_layout, 1,
-                                      STATS_MEAN_VAR, 1};
+                                      STATS_MEAN_VAR, 1, 0};
 int compute_group(const request_t *req, result_t *res, problem_t *prob) {
   return compute__run_norm(req, res, prob, &compute__group_kernel, (split_t){0});
 }
@@ -417,7 +426,7 @@ static void instance_layout(const request_t *req, const norm_tensor_t *x,
 }
 const kernel_t compute__instance_kernel = {instance_groups, instance_rows,
                                          instance_layout, 1, STATS_MEAN_VAR,
-                                         1};
+                                         1, 0};
 int compute_instance(const request_t *req, result_t *res,
                             problem_t *prob) {
   return compute__run_norm(req, res, prob, &compute__instance_kernel, (split_t){0});

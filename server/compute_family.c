@@ -25,8 +25,8 @@ static void lp_layout(const request_t *req, const norm_tensor_t *x,
   (void)out;
   kept_layout(req->lp.axes, x, res);
 }
-static const kernel_t lp_kernel = {lp_groups, lp_rows, lp_layout, 0, STATS_NORM,
-                                   0};
+static const kernel_t lp_kernel = {lp_groups, lp_rows, lp_layout, 0,
+                                   STATS_NORM, 0, 1};
 int compute_lp(const request_t *req, result_t *res, problem_t *prob) {
   return compute__run_norm(req, res, prob, &lp_kernel, (split_t){0});
 }
@@ -37,7 +37,7 @@ static int64_t lrn_groups(const request_t *req, const norm_tensor_t *x) {
   return norm_lrn_groups(x);
 }
 static int lrn_rows(const split_t *s, size_t begin, size_t end) {
-  return norm_lrn_rows(s->x, &s->req->lrn, s->y, NULL, begin, end);
+  return norm_lrn_rows(s->x, &s->req->lrn, s->y, s->square_sum, begin, end);
 }
 static void lrn_layout(const request_t *req, const norm_tensor_t *x,
                        result_t *res, norm_moments_params_t *out) {
@@ -48,7 +48,7 @@ static void lrn_layout(const request_t *req, const norm_tensor_t *x,
   (void)x;
 }
 static const kernel_t lrn_kernel = {lrn_groups, lrn_rows, lrn_layout, 0,
-                                    STATS_NONE, 0};
+                                    STATS_NONE, 0, 1};
 int compute_lrn(const request_t *req, result_t *res, problem_t *prob) {
   return compute__run_norm(req, res, prob, &lrn_kernel, (split_t){0});
 }
@@ -65,7 +65,7 @@ static void mvn_layout(const request_t *req, const norm_tensor_t *x,
   kept_layout(req->mvn.axes, x, res);
 }
 static const kernel_t mvn_kernel = {mvn_groups, mvn_rows, mvn_layout, 0,
-                                    STATS_MEAN_VAR, 0};
+                                    STATS_MEAN_VAR, 0, 1};
 int compute_mvn(const request_t *req, result_t *res, problem_t *prob) {
   return compute__run_norm(req, res, prob, &mvn_kernel, (split_t){0});
 }

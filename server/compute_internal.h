@@ -19,7 +19,9 @@ typedef enum {
   STATS_MEAN_VAR, /* mean, var, rstd */
   STATS_RMS,      /* rms, rstd */
   STATS_NORM,     /* Lp: the norm */
-  STATS_NONE,     /* local response norm: a window per element, no group */
+  /* local response norm: a window per element, no group; with steps
+   * asked, the kernel's window sums per element (res->square_sum) */
+  STATS_NONE,
 } stats_kind_t;
 
 typedef struct backward backward_t;
@@ -35,6 +37,7 @@ typedef struct {
   const norm_batch_params_t *batch; /* batch norm: this batch's parameters */
   const norm_stats_t *st;
   double *norms;                   /* Lp norm: the result's norm */
+  double *square_sum; /* local response norm with steps: per element */
   const norm_moments_params_t *mp; /* moments: layout and output */
   norm_moments_t *m;
   /* Backward: grad_output, and the weight and bias gradients (double
@@ -63,6 +66,10 @@ struct kernel {
   stats_kind_t stats;
   /* Per-channel weight and bias, shape (C); else the normalized shape. */
   int channel_affine;
+  /* Its groups are neither rows nor channels (Lp and mean-variance norm
+   * over any axes, local response norm's windows), which norm_moments
+   * cannot view: `return: output_stats` is refused. */
+  int no_output_stats;
 };
 
 /* A backward's part of run_backward: its kernel over a range of groups

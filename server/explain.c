@@ -6,6 +6,11 @@
  *     normalized = centered / std, [scaled = w * normalized], output (+ b)
  *   rms: mean_square, rms = sqrt(mean_square + eps), normalized = x / rms,
  *     [scaled = w * normalized], output
+ *   mvn: mean, centered, var, std = sqrt(var), normalized = centered /
+ *     (std + eps) (ONNX's eps is outside the root), output
+ *   lp: norm = ||x||_p (unclamped), output = x / max(norm, eps)
+ *   lrn: square_sum (the window's, per element, from the kernel),
+ *     denominator = (k + alpha / size * square_sum)^beta, output
  * `scaled` is there only when the request has a weight (a bias alone adds
  * no step: output = normalized + b). The last step is the kernel's own
  * output, so the page shows what was really returned. */
@@ -15,43 +20,91 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Which statistic (group) and which weight entry element i uses. */
+/* Which statistic (group) and which weight entry element i uses. Every
+ * norm's groups are a set of dims of a view of the input (layer / rms: the
+ * row of (rows, row); batch: C of (N, C, *); group: G of (N, G, C / G * *);
+ * instance: (n, c) of (N C, *); Lp and MVN: their own axes of x itself),
+ * so one core map (norm_axes_groups, the kernels' element order) gives
+ * group_of for all; local response norm has no groups (NULL). */
 typedef struct {
-  size_t row;      /* layer/rms: elements per row */
-  size_t spatial;  /* (N, C, *) norms: product of the * dims */
-  size_t channels; /* C */
-  size_t per_group;/* group norm: C / G */
-  int64_t groups;  /* group norm: G */
+  size_t *group_of; /* malloc'd, one entry per element, or NULL */
+  size_t row;       /* layer/rms: elements per row (the weight's index) */
+  size_t spatial;   /* (N, C, *) norms: product of the * dims */
+  size_t channels;  /* C */
 } index_map_t;
 
-static index_map_t index_map(const request_t *req) {
-  const norm_tensor_t *x = &req->input.t;
-  index_map_t m = {.row = 1, .spatial = 1, .channels = 1, .per_group = 1};
+/* The view of x whose dims `*axes` are each group's, for the norms with
+ * groups. 0, or -1 for an op without groups (local response norm). */
+static int grouped_view(const request_t *req, const norm_tensor_t *x,
+                        const index_map_t *m, norm_tensor_t *view,
+                        unsigned *axes) {
+  size_t numel = 0;
+  norm_tensor_check(x, &numel, NULL);
+  *view = *x;
+  int64_t n = x->rank >= 2 ? x->shape[0] : 1;
+  switch (op_info(req->op)->norm) {
+  case OP_LP: *axes = req->lp.axes; return 0;
+  case OP_MVN: *axes = req->mvn.axes; return 0;
+  case OP_LRN: return -1;
+  case OP_BATCH:
+    view->rank = 3;
+    view->shape[0] = n, view->shape[1] = (int64_t)m->channels;
+    view->shape[2] = (int64_t)m->spatial;
+    *axes = 1u << 0 | 1u << 2;
+    return 0;
+  case OP_GROUP: {
+    int64_t groups = req->group.num_groups;
+    view->rank = 3;
+    view->shape[0] = n, view->shape[1] = groups;
+    view->shape[2] = (int64_t)(numel / (size_t)n / (size_t)groups);
+    *axes = 1u << 2;
+    return 0;
+  }
+  case OP_INSTANCE:
+    view->rank = 2;
+    view->shape[0] = (int64_t)(numel / m->spatial);
+    view->shape[1] = (int64_t)m->spatial;
+    *axes = 1u << 1;
+    return 0;
+  default: /* layer, rms: rows of the trailing dims */
+    view->rank = 2;
+    view->shape[0] = (int64_t)(numel / m->row);
+    view->shape[1] = (int64_t)m->row;
+    *axes = 1u << 1;
+    return 0;
+  }
+}
+
+/* 0, or -1 with a problem (out of memory; a view the kernel accepted
+ * cannot fail the map). */
+static int index_map_init(const request_t *req, const norm_tensor_t *x,
+                          index_map_t *m, problem_t *prob) {
+  *m = (index_map_t){.row = 1, .spatial = 1, .channels = 1};
   op_t norm = op_info(req->op)->norm;
   int ndim = norm == OP_LAYER ? req->layer.normalized_ndim
              : norm == OP_RMS ? req->rms.normalized_ndim
                               : 0;
   for (int i = x->rank - ndim; i < x->rank && ndim > 0; i++)
-    m.row *= (size_t)x->shape[i];
+    m->row *= (size_t)x->shape[i];
   if (x->rank >= 2) {
-    m.channels = (size_t)x->shape[1];
-    for (int i = 2; i < x->rank; i++) m.spatial *= (size_t)x->shape[i];
+    m->channels = (size_t)x->shape[1];
+    for (int i = 2; i < x->rank; i++) m->spatial *= (size_t)x->shape[i];
   }
-  if (norm == OP_GROUP) {
-    m.groups = req->group.num_groups;
-    m.per_group = m.channels / (size_t)m.groups;
+  norm_tensor_t view;
+  unsigned axes = 0;
+  if (grouped_view(req, x, m, &view, &axes) != 0) return 0;
+  size_t numel = 0;
+  norm_tensor_check(x, &numel, NULL);
+  m->group_of = malloc(numel * sizeof *m->group_of);
+  if (m->group_of == NULL)
+    return problem_set(prob, PROBLEM_OUT_OF_MEMORY, NULL, "out of memory");
+  int err = norm_axes_groups(&view, axes, m->group_of);
+  if (err != NORM_OK) {
+    free(m->group_of);
+    m->group_of = NULL;
+    return problem_from_norm(prob, err, NULL);
   }
-  return m;
-}
-
-static size_t group_of(const request_t *req, const index_map_t *m, size_t i) {
-  size_t c = (i / m->spatial) % m->channels, n = i / (m->spatial * m->channels);
-  switch (op_info(req->op)->norm) {
-  case OP_BATCH: return c;
-  case OP_GROUP: return n * (size_t)m->groups + c / m->per_group;
-  case OP_INSTANCE: return i / m->spatial;
-  default: return i / m->row;
-  }
+  return 0;
 }
 
 static size_t affine_of(const request_t *req, const index_map_t *m, size_t i) {
@@ -66,14 +119,17 @@ static const norm_tensor_t *normalized(const request_t *req,
   return res->residual_out.data ? &res->residual_out : &req->input.t;
 }
 
-/* The eps of the request's normalization. */
+/* The eps of the request's normalization (local response norm has none). */
 static double eps_of(const request_t *req) {
   switch (op_info(req->op)->norm) {
   case OP_LAYER: return req->layer.eps;
   case OP_RMS: return req->rms.eps;
   case OP_BATCH: return req->batch.eps;
   case OP_GROUP: return req->group.eps;
-  default: return req->instance.eps;
+  case OP_LP: return req->lp.eps;
+  case OP_MVN: return req->mvn.eps;
+  case OP_INSTANCE: return req->instance.eps;
+  default: return 0.0;
   }
 }
 
@@ -100,19 +156,59 @@ static double *add_step(result_t *res, const char *name, int full,
   return s->data;
 }
 
+/* The last step: the kernel's own output. */
+static int output_step(result_t *res, const norm_tensor_t *x, size_t numel,
+                       problem_t *prob) {
+  double *output = add_step(res, "output", 1, x, numel, prob);
+  if (output == NULL) return -1;
+  for (size_t i = 0; i < numel; i++) output[i] = norm_tensor_get(&res->output, i);
+  return 0;
+}
+
+/* Lp: the norm of each slice, as the kernel returned it, then output. */
+static int lp_steps(result_t *res, const norm_tensor_t *x, size_t numel,
+                    problem_t *prob) {
+  double *norm = add_step(res, "norm", 0, x, numel, prob);
+  if (norm == NULL) return -1;
+  memcpy(norm, res->norm, res->ngroups * sizeof *norm);
+  return output_step(res, x, numel, prob);
+}
+
+/* Local response norm: the kernel's window sums, the power they divide by
+ * (alpha / size as lrn.c forms it), then output. */
+static int lrn_steps(const request_t *req, result_t *res,
+                     const norm_tensor_t *x, size_t numel, problem_t *prob) {
+  const norm_lrn_params_t *p = &req->lrn;
+  double *sum = add_step(res, "square_sum", 1, x, numel, prob);
+  double *den = sum ? add_step(res, "denominator", 1, x, numel, prob) : NULL;
+  if (den == NULL) return -1;
+  double a = p->alpha / (double)p->size;
+  for (size_t i = 0; i < numel; i++) {
+    sum[i] = res->square_sum[i];
+    den[i] = pow(p->k + a * sum[i], p->beta);
+  }
+  return output_step(res, x, numel, prob);
+}
+
 static int steps_run(const request_t *req, result_t *res, problem_t *prob) {
   const norm_tensor_t *x = normalized(req, res);
   const norm_tensor_t *w = req->weight.present ? &req->weight.t : NULL;
-  const norm_tensor_t *b = req->bias.present ? &req->bias.t : NULL;
   size_t numel = 0, g_n = res->ngroups;
   norm_tensor_check(x, &numel, NULL);
-  index_map_t m = index_map(req);
+  op_t norm = op_info(req->op)->norm;
+  if (norm == OP_LP) return lp_steps(res, x, numel, prob);
+  if (norm == OP_LRN) return lrn_steps(req, res, x, numel, prob);
+  index_map_t m;
+  if (index_map_init(req, x, &m, prob) != 0) return -1;
+  int rc = -1;
   double eps = eps_of(req);
-  double *center = NULL, *spread = NULL; /* per group: subtracted, divided by */
-  if (op_info(req->op)->norm == OP_RMS) {
+  /* per group: subtracted (NULL: nothing), and divided by spread + outside
+   * (mvn's eps outside the root; the others' eps is inside spread) */
+  double *center = NULL, *spread = NULL, outside = 0.0;
+  if (norm == OP_RMS) {
     double *ms = add_step(res, "mean_square", 0, x, numel, prob);
     double *rms = ms ? add_step(res, "rms", 0, x, numel, prob) : NULL;
-    if (rms == NULL) return -1;
+    if (rms == NULL) goto done;
     for (size_t g = 0; g < g_n; g++) {
       ms[g] = res->rms[g] * res->rms[g];
       rms[g] = 1.0 / res->rstd[g]; /* sqrt(mean_square + eps) */
@@ -123,34 +219,35 @@ static int steps_run(const request_t *req, result_t *res, problem_t *prob) {
     double *centered = mean ? add_step(res, "centered", 1, x, numel, prob) : NULL;
     double *var = centered ? add_step(res, "var", 0, x, numel, prob) : NULL;
     double *std = var ? add_step(res, "std", 0, x, numel, prob) : NULL;
-    if (std == NULL) return -1;
+    if (std == NULL) goto done;
     memcpy(mean, res->mean, g_n * sizeof *mean);
     memcpy(var, res->var, g_n * sizeof *var);
-    for (size_t g = 0; g < g_n; g++) std[g] = 1.0 / res->rstd[g];
+    for (size_t g = 0; g < g_n; g++)
+      std[g] = norm == OP_MVN ? sqrt(var[g]) : 1.0 / res->rstd[g];
+    if (norm == OP_MVN) outside = eps;
     for (size_t i = 0; i < numel; i++)
-      centered[i] = norm_tensor_get(x, i) - mean[group_of(req, &m, i)];
+      centered[i] = norm_tensor_get(x, i) - mean[m.group_of[i]];
     center = mean;
     spread = std;
   }
   double *normalized = add_step(res, "normalized", 1, x, numel, prob);
-  if (normalized == NULL) return -1;
+  if (normalized == NULL) goto done;
   for (size_t i = 0; i < numel; i++) {
-    size_t g = group_of(req, &m, i);
+    size_t g = m.group_of[i];
     double d = norm_tensor_get(x, i) - (center ? center[g] : 0.0);
     /* a constant group with eps = 0 normalizes to 0, as the kernel does */
-    normalized[i] = (d == 0.0 && eps == 0.0) ? 0.0 : d / spread[g];
+    normalized[i] = (d == 0.0 && eps == 0.0) ? 0.0 : d / (spread[g] + outside);
   }
   if (w != NULL) {
     double *scaled = add_step(res, "scaled", 1, x, numel, prob);
-    if (scaled == NULL) return -1;
+    if (scaled == NULL) goto done;
     for (size_t i = 0; i < numel; i++)
       scaled[i] = normalized[i] * norm_tensor_get(w, affine_of(req, &m, i));
   }
-  double *output = add_step(res, "output", 1, x, numel, prob);
-  if (output == NULL) return -1;
-  for (size_t i = 0; i < numel; i++) output[i] = norm_tensor_get(&res->output, i);
-  (void)b; /* output already holds + b */
-  return 0;
+  rc = output_step(res, x, numel, prob); /* output already holds + b */
+done:
+  free(m.group_of);
+  return rc;
 }
 
 /* ---- the backward's steps ----
@@ -165,12 +262,14 @@ static int backward_steps(const request_t *req, result_t *res, problem_t *prob) 
   const norm_tensor_t *w = req->weight.present ? &req->weight.t : NULL;
   size_t numel = 0, g_n = res->ngroups;
   norm_tensor_check(x, &numel, NULL);
-  index_map_t m = index_map(req);
+  index_map_t m;
+  if (index_map_init(req, x, &m, prob) != 0) return -1;
   op_t norm = op_info(req->op)->norm;
   int centered = norm != OP_RMS;
   int constant = norm == OP_BATCH && req->batch.mode == NORM_EVAL;
+  int rc = -1;
   double *g = add_step(res, "g", 1, x, numel, prob);
-  if (g == NULL) return -1;
+  if (g == NULL) goto done;
   for (size_t i = 0; i < numel; i++)
     g[i] = (w ? norm_tensor_get(w, affine_of(req, &m, i)) : 1.0) *
            norm_tensor_get(dy, i);
@@ -181,13 +280,13 @@ static int backward_steps(const request_t *req, result_t *res, problem_t *prob) 
     double *mean_gx = xhat && (mean_g || !centered)
                           ? add_step(res, "mean_g_xhat", 0, x, numel, prob)
                           : NULL;
-    if (mean_gx == NULL) return -1;
+    if (mean_gx == NULL) goto done;
     for (size_t k = 0; k < g_n; k++) {
       mean_gx[k] = 0.0;
       if (mean_g) mean_g[k] = 0.0;
     }
     for (size_t i = 0; i < numel; i++) {
-      size_t k = group_of(req, &m, i);
+      size_t k = m.group_of[i];
       double d = norm_tensor_get(x, i) - (centered ? res->mean[k] : 0.0);
       xhat[i] = d == 0.0 ? 0.0 : d * res->rstd[k]; /* 0, not 0 * inf */
       if (mean_g) mean_g[k] += g[i];
@@ -200,9 +299,12 @@ static int backward_steps(const request_t *req, result_t *res, problem_t *prob) 
     }
   }
   double *out = add_step(res, "grad_input", 1, x, numel, prob);
-  if (out == NULL) return -1;
+  if (out == NULL) goto done;
   for (size_t i = 0; i < numel; i++) out[i] = norm_tensor_get(&res->output, i);
-  return 0;
+  rc = 0;
+done:
+  free(m.group_of);
+  return rc;
 }
 
 /* ---- histograms ---- */

@@ -85,11 +85,14 @@
     codecs_no_npy, "instance_backward", FIELDS_INSTANCE | FIELD(GRAD_OUTPUT),   \
     NULL, compute_instance_backward)                                            \
   X(LP, "lp", "/v1/norm/lp", "lp_norm", OP_KIND_NORM, LP, codecs_all,           \
-    codecs_all, "lp", FIELDS_LP, decode_check_lp, compute_lp)                   \
+    codecs_all, "lp", FIELDS_LP | FIELDS_EXPLAIN,                               \
+    decode_check_lp, compute_lp)                                                \
   X(LRN, "lrn", "/v1/norm/lrn", "lrn", OP_KIND_NORM, LRN, codecs_all,           \
-    codecs_all, "lrn", FIELDS_LRN, decode_check_lrn, compute_lrn)               \
+    codecs_all, "lrn", FIELDS_LRN | FIELDS_EXPLAIN,                             \
+    decode_check_lrn, compute_lrn)                                              \
   X(MVN, "mvn", "/v1/norm/mvn", "mvn", OP_KIND_NORM, MVN, codecs_all,           \
-    codecs_all, "mvn", FIELDS_MVN, decode_check_mvn, compute_mvn)               \
+    codecs_all, "mvn", FIELDS_MVN | FIELDS_EXPLAIN,                             \
+    decode_check_mvn, compute_mvn)                                              \
   X(LP_BACKWARD, "lp_backward", "/v1/norm/lp/backward", "lp_norm_backward",     \
     OP_KIND_BACKWARD, LP, codecs_no_npy, codecs_no_npy, "lp_backward",          \
     FIELDS_LP | FIELD(GRAD_OUTPUT), decode_check_lp, compute_lp_backward)       \
@@ -101,10 +104,13 @@
     FIELDS_MVN | FIELD(GRAD_OUTPUT), decode_check_mvn, compute_mvn_backward)
 
 /* The field sets of the rows. */
+/* What a forward norm may be asked for beyond its output (explain.c). */
+#define FIELDS_EXPLAIN                                                         \
+  (FIELD(RETURN) | FIELD(EXPLAIN) | FIELD(HISTOGRAM_BINS) |                    \
+   FIELD(HISTOGRAM_RANGE))
 #define FIELDS_NORM                                                            \
   (FIELD(INPUT) | FIELD(WEIGHT) | FIELD(EPS) | FIELD(OUTPUT_DTYPE) |           \
-   FIELD(RETURN) | FIELD(BINARY_DATA_OUTPUT) | FIELD(EXPLAIN) |                \
-   FIELD(HISTOGRAM_BINS) | FIELD(HISTOGRAM_RANGE))
+   FIELD(BINARY_DATA_OUTPUT) | FIELDS_EXPLAIN)
 #define FIELDS_TRAILING (FIELD(NORMALIZED_SHAPE) | FIELD(AXIS))
 #define FIELDS_LAYER                                                           \
   (FIELDS_NORM | FIELDS_TRAILING | FIELD(BIAS) | FIELD(VARIANCE) |             \
@@ -116,9 +122,9 @@
    FIELD(NUM_BATCHES_TRACKED))
 #define FIELDS_GROUP (FIELDS_NORM | FIELD(BIAS) | FIELD(NUM_GROUPS))
 #define FIELDS_INSTANCE (FIELDS_NORM | FIELD(BIAS))
-/* The rest of the family has no weight and bias; its answers are the
- * output (or gradient) and its stats: no return, explain or histograms
- * yet. */
+/* The rest of the family has no weight and bias. Its forwards take
+ * FIELDS_EXPLAIN as the five do (their rows add it); its backwards answer
+ * grad_input and the stats, with no return or explain steps. */
 #define FIELDS_FAMILY                                                          \
   (FIELD(INPUT) | FIELD(OUTPUT_DTYPE) | FIELD(BINARY_DATA_OUTPUT))
 #define FIELDS_LP (FIELDS_FAMILY | FIELD(EPS) | FIELD(P) | FIELD(AXIS))

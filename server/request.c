@@ -61,6 +61,7 @@ void result_free(result_t *res) {
   free(res->rstd);
   free(res->rms);
   free(res->norm);
+  free(res->square_sum);
   free(res->out_mean);
   free(res->out_var);
   free(res->out_rms);

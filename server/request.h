@@ -216,6 +216,7 @@ typedef struct {
   int64_t stats_shape[NORM_MAX_RANK];
   double *mean, *var, *rstd, *rms;  /* NULL when not applicable */
   double *norm;                     /* Lp norm: ||x||_p per slice */
+  double *square_sum; /* local response norm, RET_STEPS: window sums, per element */
   double *out_mean, *out_var;       /* RET_OUTPUT_STATS */
   double *out_rms;                  /* RET_OUTPUT_STATS, RMS norm only */
   /* Batch norm in train mode with running statistics: them updated

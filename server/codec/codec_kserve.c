@@ -104,8 +104,8 @@ static unsigned outputs_of(op_t op, const request_t *req) {
   if (op == OP_LP) return V2_OUT_OUTPUT | V2_OUT_NORM;
   if (op == OP_LRN) return V2_OUT_OUTPUT;
   unsigned all = V2_OUT_OUTPUT | V2_OUT_MEAN | V2_OUT_VAR | V2_OUT_RSTD | fused;
-  if (op == OP_BATCH && req != NULL && req->batch.mode == NORM_TRAIN &&
-      req->running_mean.present)
+  if (op == OP_BATCH && (req == NULL || (req->batch.mode == NORM_TRAIN &&
+                                          req->running_mean.present)))
     all |= V2_OUT_RUNNING_MEAN | V2_OUT_RUNNING_VAR;
   return all;
 }
@@ -166,8 +166,20 @@ static int decode_outputs(const json_t *outputs, request_t *req,
     unsigned bit = 0;
     for (size_t k = 0; k < sizeof output_names / sizeof output_names[0]; k++)
       if (strcmp(output_names[k].name, name) == 0) bit = output_names[k].bit;
-    if (bit == 0 || !(bit & outputs_of(req->op, req)))
+    if (bit == 0 || !(bit & outputs_of(req->op, NULL)))
       return v2_error(prob, name, "unknown output \"%s\" for this model", name);
+    /* an output of this model that this request cannot have: it lacks the
+     * input the output comes from (422 naming it, not "unknown") */
+    const char *needs = bit == V2_OUT_RESIDUAL_OUT  ? "residual"
+                        : bit == V2_OUT_GRAD_WEIGHT ? "weight"
+                        : bit == V2_OUT_GRAD_BIAS   ? "bias"
+                                                    : NULL;
+    if (!(bit & outputs_of(req->op, req)) && needs != NULL)
+      return problem_set(prob, PROBLEM_MISSING_FIELD, needs,
+                         "output \"%s\" needs the input \"%s\"", name, needs);
+    if (!(bit & outputs_of(req->op, req))) /* batch norm's running stats */
+      return v2_error(prob, name, "output \"%s\" is not answered by this "
+                      "request", name);
     req->v2_outputs |= bit;
     const json_t *params = json_object_get(o, "parameters");
     /* an output's own binary_data overrides binary_data_output */
@@ -363,8 +375,7 @@ static size_t model_tensors(op_t op, int outputs, model_tensor_t *t) {
                                   inputs[i].optional};
     return n;
   }
-  unsigned outs = outputs_of(op, NULL) |
-                  (op == OP_BATCH ? V2_OUT_RUNNING_MEAN | V2_OUT_RUNNING_VAR : 0);
+  unsigned outs = outputs_of(op, NULL);
   for (size_t k = 0; k < sizeof output_names / sizeof output_names[0]; k++) {
     unsigned bit = output_names[k].bit;
     if (!(outs & bit)) continue;

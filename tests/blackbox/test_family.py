@@ -593,9 +593,6 @@ BAD = [  # (norm, extra fields, input, code, field)
     ("lp", {"eps": "1e-12"}, X23, "bad_field", "eps"),
     ("lp", {"weight": [1, 1, 1]}, X23, "unknown_field", "weight"),
     ("lp", {"bias": [1, 1, 1]}, X23, "unknown_field", "bias"),
-    ("lp", {"return": "output"}, X23, "unknown_field", "return"),
-    ("lp", {"explain": True}, X23, "unknown_field", "explain"),
-    ("lp", {"histogram_bins": 4}, X23, "unknown_field", "histogram_bins"),
     ("lp", {"axes": [0]}, X23, "unknown_field", "axes"),
     ("lp", {"size": 3}, X23, "unknown_field", "size"),
     ("lrn", {}, L141, "missing_field", "size"),
@@ -613,7 +610,6 @@ BAD = [  # (norm, extra fields, input, code, field)
     ("lrn", {"size": 2, "eps": 1e-5}, L141, "unknown_field", "eps"),
     ("lrn", {"size": 2, "axis": 1}, L141, "unknown_field", "axis"),
     ("lrn", {"size": 2, "weight": [1, 1, 1, 1]}, L141, "unknown_field", "weight"),
-    ("lrn", {"size": 2, "return": "output"}, L141, "unknown_field", "return"),
     ("lrn", {"size": 2}, [1, 2, 3], "needs_channels", "input"),
     ("mvn", {}, X23, "missing_field", "axes"),
     ("mvn", {}, {"shape": [2, 2, 2], "data": [1] * 8}, "missing_field", "axes"),
@@ -626,8 +622,140 @@ BAD = [  # (norm, extra fields, input, code, field)
     ("mvn", {"axis": 1}, M4, "unknown_field", "axis"),
     ("mvn", {"p": 2}, M4, "unknown_field", "p"),
     ("mvn", {"weight": [1, 1]}, M4, "unknown_field", "weight"),
-    ("mvn", {"explain": True}, M4, "unknown_field", "explain"),
 ]
+
+
+# ---- explain and histograms ----------------------------------------------------------
+# Each step against numpy in float64 on a float64 input (so the answer's
+# doubles are exact), the last step against the answer's own output.
+
+def numpy_lp_steps(x, p, dims, eps):
+    a = np.abs(x)
+    n = a.max(axis=dims) if math.isinf(p) else (a ** p).sum(axis=dims) ** (1 / p)
+    return [("norm", n), ("output", x / np.maximum(np.expand_dims(n, dims), eps))]
+
+
+def numpy_lrn_steps(x, size, alpha, beta, k, convention):
+    C = x.shape[1]
+    sq = np.zeros_like(x)
+    for c in range(C):
+        lo, hi = lrn_window(c, size, C, convention)
+        sq[:, c] = np.sum(x[:, lo:hi + 1] ** 2, axis=1)
+    den = (k + alpha / size * sq) ** beta
+    return [("square_sum", sq), ("denominator", den), ("output", x / den)]
+
+
+def numpy_mvn_steps(x, dims, eps):
+    mean = x.mean(axis=dims, keepdims=True)
+    centered = x - mean
+    var = (centered ** 2).mean(axis=dims, keepdims=True)
+    std = np.sqrt(var)
+    normalized = centered / (std + eps)
+    return [("mean", np.squeeze(mean, dims)), ("centered", centered),
+            ("var", np.squeeze(var, dims)), ("std", np.squeeze(std, dims)),
+            ("normalized", normalized), ("output", normalized)]
+
+
+EXPLAIN = [  # (norm, shape, fields, numpy reference of the steps)
+    ("lp", (2, 3, 4), {"p": 3, "axis": [0, 2]},
+     lambda x: numpy_lp_steps(x, 3, (0, 2), 1e-12)),
+    ("lp", (3, 5), {"p": "Infinity", "axis": 0},
+     lambda x: numpy_lp_steps(x, math.inf, (0,), 1e-12)),
+    ("lp", (2, 3, 4), {"p": 0.5, "axis": [-1, 0, 1]},
+     lambda x: numpy_lp_steps(x, 0.5, (0, 1, 2), 1e-12)),
+    ("lrn", (2, 5, 3), {"size": 4, "alpha": 0.3, "beta": 0.6, "k": 1.5},
+     lambda x: numpy_lrn_steps(x, 4, 0.3, 0.6, 1.5, "torch")),
+    ("lrn", (2, 5, 3), {"size": 4, "alpha": 0.3, "beta": 0.6, "k": 1.5,
+                        "convention": "onnx"},
+     lambda x: numpy_lrn_steps(x, 4, 0.3, 0.6, 1.5, "onnx")),
+    ("lrn", (1, 4, 2, 2), {"size": 3, "alpha": 1.0},
+     lambda x: numpy_lrn_steps(x, 3, 1.0, 0.75, 1.0, "torch")),
+    ("mvn", (2, 3, 2, 2), {}, lambda x: numpy_mvn_steps(x, (0, 2, 3), 1e-9)),
+    ("mvn", (2, 3, 4), {"axes": [0, -1], "eps": 0.01},
+     lambda x: numpy_mvn_steps(x, (0, 2), 0.01)),
+    ("mvn", (2, 3, 4), {"axes": [1]}, lambda x: numpy_mvn_steps(x, (1,), 1e-9)),
+]
+
+
+@pytest.mark.parametrize("norm,shape,fields,ref", EXPLAIN,
+                         ids=["%s-%s-%s" % (n, "x".join(map(str, s)), json.dumps(f)[:40])
+                              for n, s, f, _ in EXPLAIN])
+def test_explain_steps(daemon, norm, shape, fields, ref):
+    x = sample(shape, 21, offset=0.25)
+    doc = answer(daemon, ROUTE[norm], dict(fields, input=tensor(x, "float64"),
+                                           explain=True))
+    want = ref(rounded(x, "float64"))
+    assert [s["name"] for s in doc["steps"]] == [n for n, _ in want]
+    for got, (name, value) in zip(doc["steps"], want):
+        assert got["shape"] == list(value.shape), (name, got["shape"])
+        assert_close(arr(got), value, "float64", name)
+    # the last step is the answer's own output, bit for bit
+    assert doc["steps"][-1]["data"] == doc["output"]["data"]
+    # explain: true adds steps to the default answer (output, stats)
+    assert "output" in doc and ("stats" in doc) == (norm != "lrn")
+    # return: steps alone, and the same steps from the query string
+    only = answer(daemon, ROUTE[norm], dict(fields, input=tensor(x, "float64"),
+                                            **{"return": "steps"}))
+    assert set(only) == {"steps"} and only["steps"] == doc["steps"]
+    query = answer(daemon, ROUTE[norm], dict(fields, input=tensor(x, "float64")),
+                   "?explain=true")
+    assert query["steps"] == doc["steps"]
+
+
+def histogram_counts(values, lo, hi, bins):
+    """explain.c's binning: equal bins over [lo, hi], the maximum in the last."""
+    width = (hi - lo) / bins
+    counts = [0] * bins
+    for v in values:
+        counts[min(max(int((v - lo) / width), 0), bins - 1)] += 1
+    return counts
+
+
+@pytest.mark.parametrize("norm", list(ROUTE))
+@pytest.mark.parametrize("separate", [False, True])
+def test_histograms(daemon, norm, separate):
+    fields = FORWARD[norm][0]
+    x = sample((2, 3, 2, 2), 22, offset=1.0, scale=3.0)
+    body = dict(fields, input=tensor(x, "float64"), histogram_bins=7,
+                **{"return": ["output", "histograms"]})
+    if separate:
+        body["histogram_range"] = "separate"
+    doc = answer(daemon, ROUTE[norm], body)
+    assert set(doc) == {"output", "histograms"}
+    h = doc["histograms"]
+    assert h["bins"] == 7 and h["range"] == ("separate" if separate else "shared")
+    xin = rounded(x, "float64").ravel()
+    yout = arr(doc["output"]).ravel()
+    for side, values in (("input", xin), ("output", yout)):
+        both = values if separate else np.concatenate([xin, yout])
+        lo, hi = float(both.min()), float(both.max())
+        got = h[side]
+        assert len(got["edges"]) == 8 and got["nonfinite"] == 0
+        assert got["edges"][0] == pytest.approx(lo) and got["edges"][-1] == pytest.approx(hi)
+        assert got["counts"] == histogram_counts(values, lo, hi, 7), side
+        assert sum(got["counts"]) == values.size
+
+
+@pytest.mark.parametrize("norm", list(ROUTE))
+def test_explain_refusals(daemon, norm):
+    fields = FORWARD[norm][0]
+    x = tensor(sample((2, 3, 2, 2), 23), "float32")
+    # output_stats: the output's moments over rows or channels, not these groups
+    assert_problem(post(daemon, ROUTE[norm], dict(fields, input=x,
+                                                  **{"return": "output_stats"}), 422),
+                   422, "bad_field", "return")
+    # the backwards answer grad_input and stats only
+    for extra, field in (({"explain": True}, "explain"),
+                         ({"return": "grad_input"}, "return"),
+                         ({"histogram_bins": 4}, "histogram_bins")):
+        body = dict(fields, input=x, grad_output=x, **extra)
+        assert_problem(post(daemon, ROUTE[norm] + "/backward", body, 422), 422,
+                       "unknown_field", field)
+    # steps are capped like the five norms' (max_explain_elements)
+    big = {"shape": [1, 2, 256, 129], "data": [1.0] * (2 * 256 * 129)}
+    assert_problem(post(daemon, ROUTE[norm], dict(fields, input=big, explain=True), 422),
+                   422, "explain_too_large", "explain")
+    assert_alive(daemon)
 
 
 def grad_like(t):

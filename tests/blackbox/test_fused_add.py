@@ -653,7 +653,12 @@ def test_v2_errors(daemon):
         ("layer_norm", {"inputs": [x, dict(res, shape=[4])]}, 422, "residual"),
         ("rms_norm", {"inputs": [x, dict(res, datatype="FP64")]}, 422, "residual"),
         ("rms_norm", {"inputs": [x, res, res]}, 400, "twice"),
-        ("layer_norm", {"inputs": [x], "outputs": [{"name": "residual_out"}]}, 400, "residual_out"),
+        # residual_out without the residual it comes from: 422 naming the input
+        ("layer_norm", {"inputs": [x], "outputs": [{"name": "residual_out"}]}, 422,
+         'output "residual_out" needs the input "residual"'),
+        ("layer_norm_backward", {"inputs": [x, dict(x, name="grad_output")],
+                                 "outputs": [{"name": "grad_weight"}]}, 422,
+         'output "grad_weight" needs the input "weight"'),
         ("batch_norm", {"inputs": [dict(x, shape=[2, 2]), dict(res, shape=[2, 2])]}, 422, "residual"),
         ("group_norm", {"inputs": [dict(x, shape=[1, 4]), res], "parameters": {"num_groups": 2}},
          422, "residual"),

@@ -110,6 +110,12 @@ static inline void fuzz_check_reply(const reply_t *r, int kserve) {
   }
 }
 
+/* The operation an input's op byte names: the byte modulo OP_COUNT, so
+ * every row of OPS_MAP is reached however many there are (a bit field of
+ * a fixed width stops short as the list grows: four bits left the
+ * family's backwards, ops 16-18, unfuzzed) and every byte names one. */
+static inline op_t fuzz_op(uint8_t byte) { return (op_t)(byte % OP_COUNT); }
+
 /* Whether op has a /v2 model (the daemon sends only those to codec_kserve). */
 static inline int fuzz_op_has_model(op_t op) {
   op_t back;

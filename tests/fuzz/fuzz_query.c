@@ -5,12 +5,12 @@
  * router_unescape: %00 stays escaped); the body is one of a few valid .npy
  * files.
  *
- * Input: one selector byte, then the raw query string (no '?').
- *   bits 0-3  op (op_t; values >= OP_COUNT are skipped)
- *   bits 4-5  body: float32 (2, 4); float32 (2, 4, 3); big-endian float64
+ * Input: an op byte (fuzz_op: every op), a selector byte, then the raw
+ * query string (no '?').
+ *   bits 0-1  body: float32 (2, 4); float32 (2, 4, 3); big-endian float64
  *             (6,); float16 (3, 2) in Fortran order
- *   bit 6     body placed one byte off malloc's alignment
- *   bit 7     Accept: application/x-npy (else JSON) */
+ *   bit 2     body placed one byte off malloc's alignment
+ *   bit 3     Accept: application/x-npy (else JSON) */
 #include "fuzz_common.h"
 
 enum { MAX_PARAMS = 64 }; /* http_admit.c answers 400 past this many */
@@ -61,22 +61,21 @@ static void init_bodies(void) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  if (size < 1) return 0;
+  if (size < 2) return 0;
   static int ready;
   if (!ready) {
     init_bodies();
     ready = 1;
   }
   fuzz_init_once();
-  unsigned sel = data[0];
-  op_t op = (op_t)(sel & 0x0F);
+  op_t op = fuzz_op(data[0]);
+  unsigned sel = data[1];
   /* the residual simulation takes no input tensor (fuzz_json covers it) */
-  if (op >= OP_COUNT || op == OP_RESIDUAL || memchr(data + 1, '\0', size - 1))
-    return 0;
-  char *text = malloc(size);
+  if (op == OP_RESIDUAL || memchr(data + 2, '\0', size - 2)) return 0;
+  char *text = malloc(size - 1);
   if (text == NULL) return 0;
-  memcpy(text, data + 1, size - 1);
-  text[size - 1] = '\0';
+  memcpy(text, data + 2, size - 2);
+  text[size - 2] = '\0';
 
   query_param_t params[MAX_PARAMS];
   size_t n = 0;
@@ -92,8 +91,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     n++;
   }
 
-  const npy_t *npy = &bodies[(sel >> 4) & 3];
-  size_t shift = (sel >> 6) & 1;
+  const npy_t *npy = &bodies[sel & 3];
+  size_t shift = (sel >> 2) & 1;
   char *body = malloc(npy->len + shift); /* exact size: ASan sees over-reads */
   if (body == NULL) {
     free(text);
@@ -102,7 +101,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   memcpy(body + shift, npy->bytes, npy->len);
   service_input_t in = {.op = op, .body = body + shift, .len = npy->len,
                         .content_type = "application/x-npy",
-                        .accept = (sel & 0x80) ? "application/x-npy" : NULL,
+                        .accept = (sel & 0x08) ? "application/x-npy" : NULL,
                         .query = params, .nquery = n};
   fuzz_service(&in);
   free(body);

@@ -350,6 +350,172 @@ START_TEST(test_steps_float32_and_constant) {
 }
 END_TEST
 
+/* ---- the rest of the family: Lp, local response, mean-variance ---- */
+
+/* (2, 3, 4) float64 data as a JSON body with `extra` fields. */
+static json_t *family_steps(op_t op, const double *x, const char *extra) {
+  char xs[1024], body[1600];
+  put_list(xs, sizeof xs, x, 24);
+  snprintf(body, sizeof body,
+           "{\"input\": {\"shape\": [2,3,4], \"dtype\": \"float64\", \"data\": %s},"
+           " \"explain\": true%s}", xs, extra);
+  return ok(op, body);
+}
+
+/* The answer's output, which the last step must repeat. */
+static void expect_output_step(const json_t *doc, size_t index, size_t n) {
+  const json_t *out = json_object_get(json_object_get(doc, "output"), "data");
+  const json_t *last = json_object_get(step(doc, index, "output"), "data");
+  ck_assert_int_eq(json_array_size(last), n);
+  for (size_t i = 0; i < n; i++) ck_assert(at(last, i) == at(out, i));
+  ck_assert_int_eq(json_array_size(json_object_get(doc, "steps")), index + 1);
+}
+
+START_TEST(test_mvn_steps) {
+  /* (2, 3, 4) over axes {0, 2}: one group per channel, its elements not
+   * contiguous; std is the biased sqrt(var), eps added outside it */
+  double x[24];
+  fill_data(x, 24, 41, -5, 3);
+  json_t *doc = family_steps(OP_MVN, x, ", \"axes\": [0, -1], \"eps\": 0.01");
+  double mean[3] = {0}, var[3] = {0}, std[3], centered[24], normalized[24];
+  for (size_t i = 0; i < 24; i++) mean[(i / 4) % 3] += x[i] / 8;
+  for (size_t i = 0; i < 24; i++) {
+    centered[i] = x[i] - mean[(i / 4) % 3];
+    var[(i / 4) % 3] += centered[i] * centered[i] / 8;
+  }
+  for (size_t g = 0; g < 3; g++) std[g] = sqrt(var[g]);
+  for (size_t i = 0; i < 24; i++)
+    normalized[i] = centered[i] / (std[(i / 4) % 3] + 0.01);
+  const int64_t stats[] = {3}, full[] = {2, 3, 4};
+  expect_shape(json_object_get(step(doc, 0, "mean"), "shape"), 1, stats);
+  expect_values(step(doc, 0, "mean"), mean, 3, 1e-13);
+  expect_shape(json_object_get(step(doc, 1, "centered"), "shape"), 3, full);
+  expect_values(step(doc, 1, "centered"), centered, 24, 1e-13);
+  expect_values(step(doc, 2, "var"), var, 3, 1e-13);
+  expect_values(step(doc, 3, "std"), std, 3, 1e-13);
+  expect_values(step(doc, 4, "normalized"), normalized, 24, 1e-13);
+  expect_values(step(doc, 5, "output"), normalized, 24, 1e-13);
+  expect_output_step(doc, 5, 24);
+  json_decref(doc);
+  /* a constant group with eps = 0 normalizes to 0, as the kernel does */
+  doc = ok(OP_MVN, "{\"input\": [[2,2],[1,3]], \"axes\": [1], \"eps\": 0,"
+                   " \"explain\": true}");
+  const double zero_then[] = {0, 0, -1, 1};
+  expect_values(step(doc, 4, "normalized"), zero_then, 4, 1e-15);
+  expect_output_step(doc, 5, 4);
+  json_decref(doc);
+}
+END_TEST
+
+START_TEST(test_lp_steps) {
+  /* (2, 3, 4) over axes {0, 2} (non-trailing) for p = 3 and the max norm,
+   * and an all-zero slice: norm 0, output 0 (x / eps) */
+  double x[24];
+  fill_data(x, 24, 43, -2, 6);
+  for (size_t i = 0; i < 24; i++)
+    if ((i / 4) % 3 == 1) x[i] = 0.0;
+  const struct {
+    const char *extra;
+    double p;
+  } cases[] = {{", \"axis\": [0, 2], \"p\": 3", 3.0},
+               {", \"axis\": [2, 0], \"p\": \"Infinity\"", INFINITY}};
+  for (size_t k = 0; k < 2; k++) {
+    json_t *doc = family_steps(OP_LP, x, cases[k].extra);
+    double norm[3] = {0}, output[24];
+    for (size_t i = 0; i < 24; i++) {
+      double a = fabs(x[i]);
+      size_t c = (i / 4) % 3;
+      norm[c] = isinf(cases[k].p) ? fmax(norm[c], a) : norm[c] + pow(a, 3.0);
+    }
+    for (size_t c = 0; !isinf(cases[k].p) && c < 3; c++)
+      norm[c] = pow(norm[c], 1.0 / 3.0);
+    for (size_t i = 0; i < 24; i++)
+      output[i] = x[i] / fmax(norm[(i / 4) % 3], 1e-12);
+    const int64_t stats[] = {3};
+    expect_shape(json_object_get(step(doc, 0, "norm"), "shape"), 1, stats);
+    expect_values(step(doc, 0, "norm"), norm, 3, 1e-14);
+    ck_assert(at(json_object_get(step(doc, 0, "norm"), "data"), 1) == 0.0);
+    expect_values(step(doc, 1, "output"), output, 24, 1e-14);
+    expect_output_step(doc, 1, 24);
+    json_decref(doc);
+  }
+}
+END_TEST
+
+START_TEST(test_lrn_steps) {
+  /* (2, 3, 4) = (N, C, L), an even size 2 and an odd 3: torch's window
+   * [c - size / 2, c + (size - 1) / 2], ONNX's [c - (size - 1) / 2,
+   * c + ceil((size - 1) / 2)], clipped to [0, C) */
+  double x[24];
+  fill_data(x, 24, 47, -3, 3);
+  const struct {
+    const char *convention;
+    int64_t size;
+  } cases[] = {{"torch", 2}, {"onnx", 2}, {"torch", 3}, {"onnx", 3}};
+  double even_sum[2][24];
+  for (size_t k = 0; k < 4; k++) {
+    char extra[160];
+    snprintf(extra, sizeof extra,
+             ", \"size\": %lld, \"alpha\": 0.5, \"beta\": 0.75, \"k\": 2,"
+             " \"convention\": \"%s\"",
+             (long long)cases[k].size, cases[k].convention);
+    json_t *doc = family_steps(OP_LRN, x, extra);
+    int64_t size = cases[k].size, onnx = cases[k].convention[0] == 'o';
+    int64_t before = onnx ? (size - 1) / 2 : size / 2;
+    int64_t after = onnx ? size / 2 : (size - 1) / 2;
+    double sum[24], den[24], output[24];
+    for (int64_t i = 0; i < 24; i++) {
+      int64_t n = i / 12, c = (i / 4) % 3, l = i % 4;
+      sum[i] = 0.0;
+      for (int64_t d = c - before; d <= c + after; d++)
+        if (d >= 0 && d < 3) sum[i] += x[(n * 3 + d) * 4 + l] * x[(n * 3 + d) * 4 + l];
+      den[i] = pow(2.0 + 0.5 / (double)size * sum[i], 0.75);
+      output[i] = x[i] / den[i];
+    }
+    if (size == 2) memcpy(even_sum[onnx], sum, sizeof sum);
+    const int64_t full[] = {2, 3, 4};
+    expect_shape(json_object_get(step(doc, 0, "square_sum"), "shape"), 3, full);
+    expect_values(step(doc, 0, "square_sum"), sum, 24, 1e-14);
+    expect_values(step(doc, 1, "denominator"), den, 24, 1e-14);
+    expect_values(step(doc, 2, "output"), output, 24, 1e-14);
+    expect_output_step(doc, 2, 24);
+    json_decref(doc);
+  }
+  /* the two conventions place an even window differently */
+  ck_assert(memcmp(even_sum[0], even_sum[1], sizeof even_sum[0]) != 0);
+}
+END_TEST
+
+START_TEST(test_family_return) {
+  /* return picks among output, stats, steps and histograms; output_stats
+   * (the output's moments over rows or channels) has no such view here */
+  json_t *doc = ok(OP_LP, "{\"input\": [[3,4],[0,2]], \"return\": \"stats\"}");
+  ck_assert_ptr_null(json_object_get(doc, "output"));
+  const double norms[] = {5, 2};
+  const json_t *st = json_object_get(json_object_get(doc, "stats"), "norm");
+  for (size_t i = 0; i < 2; i++) ck_assert(at(st, i) == norms[i]);
+  json_decref(doc);
+  doc = ok(OP_MVN, "{\"input\": [[3,4],[0,2]], \"axes\": [0], \"return\": []}");
+  ck_assert_int_eq(json_object_size(doc), 0);
+  json_decref(doc);
+  const struct {
+    op_t op;
+    const char *body;
+  } refused[] = {
+      {OP_LP, "{\"input\": [1,2], \"return\": \"output_stats\"}"},
+      {OP_LRN, "{\"input\": [[1,2]], \"size\": 1, \"return\": [\"output\", \"output_stats\"]}"},
+      {OP_MVN, "{\"input\": [[1,2]], \"axes\": [1], \"return\": \"output_stats\"}"},
+  };
+  for (size_t k = 0; k < 3; k++)
+    expect_problem(refused[k].op, refused[k].body, &limits, 422, "bad_field",
+                   "return");
+  /* the backwards of the family take no explain (grad_input and stats) */
+  expect_problem(OP_LP_BACKWARD,
+                 "{\"input\": [1,2], \"grad_output\": [1,1], \"explain\": true}",
+                 &limits, 422, "unknown_field", "explain");
+}
+END_TEST
+
 START_TEST(test_explain_cap) {
   limits_t lim = limits;
   lim.max_explain_elements = 8;
@@ -490,7 +656,10 @@ START_TEST(test_histograms_every_norm) {
     op_t op;
     const char *extra;
   } cases[] = {{OP_LAYER, ""}, {OP_RMS, ""}, {OP_BATCH, ""},
-               {OP_GROUP, ", \"num_groups\": 2"}, {OP_INSTANCE, ""}};
+               {OP_GROUP, ", \"num_groups\": 2"}, {OP_INSTANCE, ""},
+               {OP_LP, ", \"axis\": [0, 2], \"p\": 1"},
+               {OP_LRN, ", \"size\": 2, \"alpha\": 1"},
+               {OP_MVN, ", \"axes\": [0, 2]"}};
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
     snprintf(body, sizeof body,
              "{\"input\": {\"shape\": [3,4,4], \"dtype\": \"float64\", \"data\": %s},"
@@ -815,6 +984,10 @@ Suite *explain_suite(void) {
   tcase_add_test(steps, test_channel_norm_steps);
   tcase_add_test(steps, test_batch_eval_steps);
   tcase_add_test(steps, test_steps_float32_and_constant);
+  tcase_add_test(steps, test_mvn_steps);
+  tcase_add_test(steps, test_lp_steps);
+  tcase_add_test(steps, test_lrn_steps);
+  tcase_add_test(steps, test_family_return);
   tcase_add_test(steps, test_explain_cap);
   suite_add_tcase(s, steps);
   TCase *hist = tcase_create("Histograms");

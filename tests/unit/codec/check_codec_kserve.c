@@ -604,6 +604,12 @@ START_TEST(test_errors) {
                  " \"outputs\": [{\"name\": \"running_mean\"}]}", 400},
       {OP_BATCH, "{\"inputs\": [{\"name\": \"input\", \"shape\": [2,2], \"datatype\": \"FP32\", \"data\": [1,2,3,4]}],"
                  " \"outputs\": [{\"name\": \"running_var\"}]}", 400},
+      /* an output of the model without the input it comes from: 422 */
+      {OP_LAYER, "{\"inputs\": [{\"name\": \"input\", \"shape\": [3], \"datatype\": \"FP32\", \"data\": [1,2,3]}],"
+                 " \"outputs\": [{\"name\": \"residual_out\"}]}", 422},
+      {OP_LAYER_BACKWARD, "{\"inputs\": [{\"name\": \"input\", \"shape\": [3], \"datatype\": \"FP32\", \"data\": [1,2,3]},"
+                          " {\"name\": \"grad_output\", \"shape\": [3], \"datatype\": \"FP32\", \"data\": [1,0,0]}],"
+                          " \"outputs\": [{\"name\": \"grad_bias\"}]}", 422},
       {OP_LAYER, "{\"inputs\": [{\"name\": \"input\", \"shape\": [3], \"datatype\": \"FP32\", \"data\": [1,2,3]}],"
                  " \"outputs\": [{\"parameters\": {}}]}", 400},
       {OP_LAYER, "{\"inputs\": [{\"name\": \"input\", \"shape\": [3], \"datatype\": \"FP32\", \"data\": [1,2,3]}],"
