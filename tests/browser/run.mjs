@@ -905,12 +905,12 @@ test("6 and 7 fit a 390 px wide phone screen", async ({page}) => {
 // at once. The article's six questions must have the corrected answers as
 // the right ones (the key below is this test's own, not the page's).
 const ARTICLE_KEY = {
-  "bn-axes": {en: ["One feature", "batch"]},
-  "ln-axes": {en: ["one token", "hidden dimension"]},
-  "why-ln": {en: ["does not depend on the batch"]},
-  "pre-post": {en: ["x + F(Norm(x))", "Norm(x + F(x))"]},
-  "why-pre": {en: ["residual path", "deep stacks"], not: {en: ["shallow"]}},
-  "rms-what": {en: ["skips the centering", "√(mean(x²) + ε)"]},
+  "bn-axes": {en: ["One feature", "batch"], zh: ["一个特征", "这一批"]},
+  "ln-axes": {en: ["one token", "hidden dimension"], zh: ["一个词元", "隐藏维度"]},
+  "why-ln": {en: ["does not depend on the batch"], zh: ["不依赖批次"]},
+  "pre-post": {en: ["x + F(Norm(x))", "Norm(x + F(x))"], zh: ["x + F(Norm(x))", "Norm(x + F(x))"]},
+  "why-pre": {en: ["residual path", "deep stacks"], zh: ["残差连接", "很深"], not: {en: ["shallow"], zh: ["层数少"]}},
+  "rms-what": {en: ["skips the centering", "√(mean(x²) + ε)"], zh: ["省去中心化", "√(mean(x²) + ε)"]},
 };
 const LESSONS = ["axes", "try", "lnrms", "batch", "prepost", "backward", "depth"];
 
@@ -965,6 +965,88 @@ test("the quizzes: every answer gets instant feedback, the article's answers cor
   await page.click("#tab-depth");
   await page.locator("#quiz-depth").scrollIntoViewIfNeeded();
   await shot(page, "20-quiz.png", {selector: "#quiz-depth"});
+});
+
+// 简体中文: the two tables have the same keys; ?lang=, the browser's
+// language and the remembered choice pick the language; <html lang>
+// follows; the static lesson text and the quizzes show no English words
+// outside code, formulas and the names kept beside the Chinese terms.
+const KEPT = /LayerNorm|RMSNorm|BatchNorm|GroupNorm|InstanceNorm|Pre-Norm|Post-Norm|DeepNorm|Annotated Transformer|Transformer|torch\.nn\.LayerNorm|torch\.randn|torch|PyTorch|Llama|normd|API|JSON|HTTP|ReLU|Xiong et al\.|Wang et al\.|grad_input|grad_w2|grad_stream|xhat|token|train|eval|gain|warm-up|Norm|mean|std|rstd|loss|eps|dx|dy|Q&A|English|float64/g;
+
+async function englishLeft(page, scope) {
+  return page.evaluate(({scope, kept}) => {
+    const re = new RegExp(kept, "g");
+    const out = [];
+    for (const root of document.querySelectorAll(scope)) {
+      const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+      for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+        const el = n.parentElement;
+        if (!el || el.closest("code, pre, svg, textarea, .formula, sub, sup, [data-value]")) continue;
+        if (!el.checkVisibility()) continue;
+        const left = n.textContent.replace(re, "");
+        if (/[A-Za-z]{3,}/.test(left)) out.push(n.textContent.trim());
+      }
+    }
+    return out;
+  }, {scope, kept: KEPT.source});
+}
+
+test("简体中文: the string tables, the language switch and a Chinese page", async ({page}) => {
+  await page.goto(`${BASE}/?lang=en#axes`);
+  const keys = await page.evaluate(() => Object.fromEntries(Object.entries(window.normdStrings).map(([l, tb]) => [l, Object.keys(tb).sort()])));
+  eq(JSON.stringify(Object.keys(keys).sort()), '["en","zh"]', "two languages");
+  const onlyEn = keys.en.filter((k) => !keys.zh.includes(k)), onlyZh = keys.zh.filter((k) => !keys.en.includes(k));
+  check(onlyEn.length === 0 && onlyZh.length === 0, `keys only in en: ${onlyEn}; only in zh: ${onlyZh}`);
+  // every data-i18n key of the page is in the tables
+  const used = await page.$$eval("[data-i18n]", (els) => els.map((e) => e.dataset.i18n));
+  check(used.length > 150 && used.every((k) => keys.en.includes(k)), "every static string has a key");
+  eq(await page.getAttribute("html", "lang"), "en", "html lang en");
+  // ?lang=zh
+  await page.goto(`${BASE}/?lang=zh#backward`);
+  await settle(page, "backward");
+  eq(await page.getAttribute("html", "lang"), "zh-Hans", "html lang zh-Hans");
+  eq(await page.textContent("#tab-backward"), "6. 反向传播", "Chinese tabs");
+  check((await page.textContent("#backward h2")).includes("反向传播"), "Chinese lesson heading");
+  for (const lesson of ["axes", "try", "lnrms", "batch", "prepost", "backward", "depth"]) {
+    await page.click(`#tab-${lesson}`);
+    const left = await englishLeft(page, `#${lesson} [data-i18n], #${lesson} .quiz, nav [data-i18n], header [data-i18n]`);
+    check(left.length === 0, `${lesson}: English left on the Chinese page: ${JSON.stringify(left.slice(0, 5))}`);
+  }
+  await settle(page, "depth");
+  await shot(page, "23-zh-depth.png");
+  await page.click("#tab-backward");
+  await checkBackward(page);
+  await shot(page, "24-zh-backward.png");
+  // the quizzes in Chinese, right and wrong
+  await takeQuizzes(page, "zh");
+  await page.click("#tab-lnrms");
+  await shot(page, "25-zh-quiz.png", {selector: "#quiz-lnrms"});
+  // the switch: back to English, remembered without ?lang
+  await page.selectOption("#lang-select", "en");
+  eq(await page.getAttribute("html", "lang"), "en", "switched to English");
+  check(page.url().includes("lang=en"), `the URL follows: ${page.url()}`);
+  eq(await page.textContent("#quiz-lnrms h3"), "Check yourself", "the quiz follows the switch");
+  await page.selectOption("#lang-select", "zh");
+  await page.goto(`${BASE}/#axes`);
+  eq(await page.getAttribute("html", "lang"), "zh-Hans", "the choice is remembered");
+  await page.evaluate(() => localStorage.removeItem("normd.lang"));
+  await page.reload();
+  eq(await page.getAttribute("html", "lang"), "en", "no choice, an English browser: English");
+});
+
+test("简体中文: the browser's language picks it, and it fits a phone", async ({page}) => {
+  await page.addInitScript(() => Object.defineProperty(navigator, "language", {get: () => "zh-CN"}));
+  await page.setViewportSize({width: 390, height: 844});
+  await page.goto(`${BASE}/#depth`);
+  eq(await page.getAttribute("html", "lang"), "zh-Hans", "a Chinese browser gets Chinese");
+  eq(await page.inputValue("#lang-select"), "zh", "the switch shows it");
+  await checkDepth(page, {layers: 24, norm: "layer", seed: 1});
+  eq((await pageWidth(page)).doc, 390, "document width");
+  await shot(page, "26-zh-depth-phone-390px.png");
+  await page.goto(`${BASE}/#backward`);
+  await checkBackward(page);
+  eq((await pageWidth(page)).doc, 390, "document width");
+  await shot(page, "27-zh-backward-phone-390px.png");
 });
 
 test("the page works from another origin with ?api= (CORS)", async ({page, port, staticPort}) => {
