@@ -2,7 +2,7 @@
 //
 // Starts build/normd on an ephemeral port, opens the page served at GET /
 // in Debian's chromium (driven by playwright-core; no browser is ever
-// downloaded), and drives each of the five lessons with clicks, keys and
+// downloaded), and drives each of the seven lessons with clicks, keys and
 // form inputs. After every change it takes the request the page sent (the
 // page logs them in window.normdApiLog), sends the same request from Node,
 // and checks that every number the page shows is the API's answer. It also
@@ -30,7 +30,7 @@ const NORMD_BIN = path.resolve(REPO, process.env.NORMD_BIN || "build/normd");
 const CHROMIUM = process.env.CHROMIUM || "/usr/bin/chromium";
 const SHOTS = path.resolve(REPO, process.env.SCREENSHOTS || "build/screenshots");
 const STARTUP_MS = 10000;
-const TEST_MS = 90000;
+const TEST_MS = 180000;
 const SETTLE_MS = 450; // longer than the page's longest debounce (250 ms)
 
 // ---------------------------------------------------------------- helpers
@@ -138,7 +138,7 @@ async function expectingConsoleErrors(patterns, fn) {
 // Waits until a lesson's numbers are current: not busy, and its revision
 // unchanged for SETTLE_MS (so a debounced run still to come is not missed).
 async function settle(page, id) {
-  const deadline = Date.now() + 30000;
+  const deadline = Date.now() + 60000; // lesson 7 sends 26 simulations
   let last = null;
   for (;;) {
     const st = await page.$eval(`#${id}`, (p) => ({busy: p.getAttribute("aria-busy"), rev: p.dataset.rev}));
@@ -191,15 +191,15 @@ async function openView(page, id) {
 const tests = [];
 const test = (name, fn) => tests.push({name, fn});
 
-test("the page loads, connects to normd and shows five lessons", async ({page, port}) => {
+test("the page loads, connects to normd and shows seven lessons", async ({page, port}) => {
   await page.goto(`${BASE}/`);
   await page.waitForSelector("#api-status.ok", {timeout: 10000});
   const info = await (await fetch(`${BASE}/v1/info`)).json();
   const status = await page.textContent("#api-status");
   check(status.includes(info.version), `status "${status}" lacks version ${info.version}`);
   eq(await page.inputValue("#api-base"), `http://127.0.0.1:${port}`, "API base defaults to the page's origin");
-  eq((await page.$$("[role=tab]")).length, 5, "tabs");
-  eq((await page.$$("section.lesson > h2")).length, 5, "lesson headings");
+  eq((await page.$$("[role=tab]")).length, 7, "tabs");
+  eq((await page.$$("section.lesson > h2")).length, 7, "lesson headings");
   eq(await page.getAttribute("#tab-axes", "aria-selected"), "true", "first lesson selected");
   await settle(page, "axes");
 });
@@ -213,7 +213,7 @@ test("tabs work with the keyboard and the next buttons", async ({page}) => {
   check(await page.isVisible("#try") && !(await page.isVisible("#axes")), "lesson 2 shown alone");
   check(await page.evaluate(() => document.activeElement.id === "tab-try"), "focus follows the tab");
   await page.keyboard.press("End");
-  eq(await page.getAttribute("#tab-prepost", "aria-selected"), "true", "End selects lesson 5");
+  eq(await page.getAttribute("#tab-depth", "aria-selected"), "true", "End selects lesson 7");
   await page.keyboard.press("ArrowRight");
   eq(await page.getAttribute("#tab-axes", "aria-selected"), "true", "ArrowRight wraps to lesson 1");
   await page.click("#axes [data-goto=try]");
@@ -294,7 +294,8 @@ test("1. Which axes? highlights the cells that share statistics", async ({page})
 async function checkTry(page, expect = {}) {
   await settle(page, "try");
   check(await page.isHidden("#try .problem"), `lesson 2 shows a problem: ${await page.textContent("#try .problem")}`);
-  const log = (await apiLog(page)).filter((e) => e.path.startsWith("/v1/norm/"));
+  // the lesson's own call asks for histograms (the textbook table's two do not)
+  const log = (await apiLog(page)).filter((e) => e.path.startsWith("/v1/norm/") && JSON.parse(e.body).return.includes("histograms"));
   check(log.length > 0, "lesson 2 made no call");
   const last = log[log.length - 1];
   const norm = last.path.split("/").pop();
@@ -460,6 +461,68 @@ test("2. Try it: generated tensors through every norm and option", async ({page}
   ({body} = await checkTry(page, {norm: "layer"}));
   check(!body.return.includes("steps"), "no steps asked for 81920 values");
   eq((await page.textContent("#try-table-more")), "Showing the first 64 of 2048 groups.", "long tables are cut");
+});
+
+// The textbook's example and the Annotated Transformer's variant: the
+// 4-decimal table against the API's answers to the two requests the page
+// sent for it (a row's text is the API's number rounded to 4 decimals).
+const fixed4 = (v) => Number(v).toFixed(4).replace("-", "−");
+
+async function checkTextbook(page, variant) {
+  const {body, doc} = await checkTry(page, {norm: "layer"});
+  eq(JSON.stringify(body.input.shape), "[2,5,100]", "the textbook's shape");
+  if (variant === "torch") {
+    eq(body.variance, undefined, "biased variance (the default)");
+    eq(body.eps, undefined, "eps 1e-5 (the default)");
+  } else if (variant === "annotated") {
+    eq(body.variance, "unbiased", "unbiased std");
+    eq(body.eps_placement, "outside_sqrt", "eps added to the std");
+    eq(body.eps, 1e-6, "the Annotated Transformer's eps");
+  }
+  check(await page.isVisible("#try-textbook"), "the textbook table is shown");
+  const calls = (await apiLog(page)).filter((e) => e.path === "/v1/norm/layer" && JSON.parse(e.body).return.join() === "stats,output_stats");
+  const [torchCall, atCall] = [calls.filter((e) => JSON.parse(e.body).variance === "biased").pop(), calls.filter((e) => JSON.parse(e.body).variance === "unbiased").pop()];
+  for (const c of [torchCall, atCall]) eq(JSON.stringify(JSON.parse(c.body).input), JSON.stringify(body.input), "the same input to both variants");
+  const at = JSON.parse(atCall.body);
+  eq(`${at.variance} ${at.eps_placement} ${at.eps}`, "unbiased outside_sqrt 0.000001", "the variant's options");
+  const torch = (await apiPost(torchCall.path, torchCall.body)).doc, ann = (await apiPost(atCall.path, atCall.body)).doc;
+  const rows = await tableRows(page, "#try-textbook-table");
+  eq(rows.length, 10, "one row per (batch, token) position");
+  rows.forEach((r, g) => {
+    const want = [torch.stats.mean[g], torch.stats.var[g], torch.output_stats.mean[g], torch.output_stats.var[g], ann.output_stats.mean[g], ann.output_stats.var[g]];
+    want.forEach((w, k) => {
+      eq(Number(r[k + 1].value), Number(w), `position ${g} column ${k + 1} value`);
+      eq(r[k + 1].text, fixed4(w), `position ${g} column ${k + 1} text`);
+    });
+    check(["0.0000", "−0.0000"].includes(r[3].text) && r[4].text === "1.0000", `torch after: ${r[3].text}, ${r[4].text}`);
+    check(["0.0000", "−0.0000"].includes(r[5].text) && r[6].text === "0.9900", `Annotated after: ${r[5].text}, ${r[6].text}`);
+  });
+  // torch.stats equals the main answer's when the controls are set to torch
+  if (variant === "torch") eq(JSON.stringify(doc.stats.var), JSON.stringify(torch.stats.var), "the table's before is the lesson's");
+  const head = await page.$$eval("#try-textbook-table thead th", (els) => els.map((e) => e.textContent));
+  eq(head.filter((x) => x.includes("◀")).length, variant === "none" ? 0 : 2, "the set variant's columns marked");
+  if (variant !== "none") check(head.find((x) => x.includes("◀")).includes(variant === "torch" ? "torch" : "Annotated"), "the marked variant is the one set");
+  const diff = await page.textContent("#try-textbook-diff");
+  const ratio = await page.evaluate((v) => window.normdFmt(v), Number(ann.output_stats.var[0]) / Number(torch.output_stats.var[0]));
+  check(diff.includes(ratio) && diff.includes("n − 1 = 99"), `the difference is shown: ${diff}`);
+}
+
+test("2. Try it: the textbook's example and the Annotated Transformer variant", async ({page}) => {
+  await page.goto(`${BASE}/#try`);
+  await settle(page, "try");
+  check(await page.isHidden("#try-textbook"), "no textbook table for the default input");
+  await page.click("#try-preset-torch");
+  await checkTextbook(page, "torch");
+  await shot(page, "21-try-textbook.png", {selector: "#try-textbook"});
+  await page.click("#try-preset-annotated");
+  await checkTextbook(page, "annotated");
+  await shot(page, "22-try-annotated-transformer.png", {selector: "#try-textbook"});
+  await page.selectOption("#try-variance", "biased");
+  await checkTextbook(page, "none");
+  await page.fill("#try-offset", "1");
+  await page.dispatchEvent("#try-offset", "change");
+  await settle(page, "try");
+  check(await page.isHidden("#try-textbook"), "another input hides the textbook table");
 });
 
 test("2. Try it: pasted JSON and the problems the API reports", async ({page}) => {
@@ -666,6 +729,324 @@ test("5. Pre-Norm vs Post-Norm: both curves from /v1/residual/simulate", async (
   await page.dispatchEvent("#pp-seed", "change");
   await page.selectOption("#pp-d", "32");
   await checkPrePost(page, {seed: 7, d: 32, layers: 96});
+});
+
+// Lesson 6: every step, rstd, bar and dot product against the API's answer
+// to the same request; the dot products recomputed here from that answer.
+const dot = (a, b) => a.reduce((acc, v, i) => acc + Number(v) * Number(b[i]), 0);
+
+async function checkBackward(page) {
+  await settle(page, "backward");
+  check(await page.isHidden("#backward .problem"), "lesson 6 shows a problem");
+  const lnCall = await lastCall(page, "/v1/norm/layer/backward");
+  const rmsCall = await lastCall(page, "/v1/norm/rms/backward");
+  eq(lnCall.body, rmsCall.body, "the same x, dy and weight to both backwards");
+  const body = JSON.parse(lnCall.body);
+  eq(body.explain, true, "explain asked for");
+  const ln = (await apiPost(lnCall.path, lnCall.body)).doc, rms = (await apiPost(rmsCall.path, rmsCall.body)).doc;
+  for (const [which, doc] of [["ln", ln], ["rms", rms]]) {
+    const names = await page.$$eval(`#bw-${which}-steps .step`, (els) => els.map((e) => e.dataset.step));
+    eq(names.join(","), doc.steps.map((st) => st.name).join(","), `${which} steps`);
+    const cells = [];
+    for (let k = 0; k < doc.steps.length; k++) {
+      const shown = await numbersIn(page, `#bw-${which}-steps .step:nth-of-type(${2 * k + 1})`);
+      eq(shown.length, doc.steps[k].data.length, `${which} step ${doc.steps[k].name} shows every value`);
+      shown.forEach((c, i) => cells.push([c, doc.steps[k].data[i], `${which} ${doc.steps[k].name}[${i}]`]));
+    }
+    const rstd = await numbersIn(page, `#bw-${which}-rstd`);
+    cells.push([rstd[0], doc.stats.rstd[0], `${which} rstd`]);
+    await sameNumbers(page, cells);
+    const bars = await page.$$eval(`#bw-chart-${which === "ln" ? "layer" : "rms"} rect.bar`, (els) => els.map((e) => Number(e.dataset.value)));
+    eq(JSON.stringify(bars), JSON.stringify(doc.grad_input.data.map(Number)), `${which} grad_input bars`);
+    eq(JSON.stringify(doc.steps[doc.steps.length - 1].data), JSON.stringify(doc.grad_input.data), `${which}: the last step is grad_input`);
+  }
+  const rows = await tableRows(page, "#bw-table");
+  const want = [ln, rms].map((d) => {
+    const gi = d.grad_input.data, xh = d.steps.find((st) => st.name === "xhat").data;
+    return [dot(gi, gi.map(() => 1)), dot(gi, xh), Math.sqrt(dot(gi, gi))];
+  });
+  await sameNumbers(page, rows.flatMap((r, k) => want[k].map((w, j) => [r[j + 1], w, `${k ? "RMSNorm" : "LayerNorm"} column ${j + 1}`])));
+  // the claims the lesson makes: LayerNorm's grad_input sums to ~0 and is
+  // orthogonal to xhat; RMSNorm's is orthogonal to xhat but does not sum to 0
+  check(Math.abs(want[0][0]) < 1e-9 * want[0][2] + 1e-12, `LayerNorm's sum ${want[0][0]}`);
+  check(Math.abs(want[0][1]) < 1e-4 * want[0][2], `LayerNorm's dot with xhat ${want[0][1]}`);
+  check(Math.abs(want[1][1]) < 1e-4 * want[1][2], `RMSNorm's dot with xhat ${want[1][1]}`);
+  const explain = await page.textContent("#bw-explain");
+  check(explain.includes(await page.evaluate((v) => window.normdFmt(v), want[1][0])), "the explanation quotes RMSNorm's sum");
+  return {body, ln, rms, want};
+}
+
+test("6. Backward: the steps, the dot products and your own dx", async ({page}) => {
+  await page.goto(`${BASE}/#backward`);
+  let {body, ln, want} = await checkBackward(page);
+  eq(JSON.stringify(body.input.shape), "[1,8]", "one row of 8");
+  eq(body.weight, undefined, "no weight by default");
+  check(Math.abs(want[1][0]) > 1e-3, `RMSNorm's grad_input does not sum to 0 here: ${want[1][0]}`);
+  await shot(page, "14-backward.png");
+  // push one element, with a weight
+  await page.check("input[name=bw-mode][value=push]");
+  await page.selectOption("#bw-k", "3");
+  await page.check("#bw-weight");
+  ({body, ln} = await checkBackward(page));
+  eq(JSON.stringify(body.grad_output.data), JSON.stringify([0, 0, 0, 1, 0, 0, 0, 0]), "dy pushes element 3");
+  eq(body.weight.shape.join(","), "8", "weight sent");
+  eq(JSON.stringify(ln.steps[0].data), JSON.stringify(body.weight.data.map((w, i) => (i === 3 ? w : 0))), "g = w * dy");
+  eq(await page.textContent("#bw-ln-steps .step .formula"), "g = γ · dy", "the g step names γ");
+  // your dx: normd's own answer matches; the classic mistake does not
+  await page.fill("#bw-yours", JSON.stringify(ln.grad_input.data));
+  await page.click("#bw-compare");
+  check((await page.textContent("#bw-verdict")).includes("your backward is right"), "normd's own dx matches");
+  let diff = await tableRows(page, "#bw-diff");
+  eq(diff.length, 8, "one row per element");
+  await sameNumbers(page, diff.flatMap((r, i) => [[r[2], ln.grad_input.data[i], `normd's dx[${i}]`], [r[3], 0, `difference ${i}`]]));
+  await page.click("#bw-mistake");
+  const mistaken = JSON.parse(await page.inputValue("#bw-yours"));
+  const g = ln.steps.find((st) => st.name === "g").data, mg = ln.steps.find((st) => st.name === "mean_g").data[0];
+  mistaken.forEach((v, i) => check(Math.abs(v - ln.stats.rstd[0] * (g[i] - mg)) < 1e-12, `mistake[${i}]`));
+  const verdict = await page.textContent("#bw-verdict");
+  check(verdict.includes("differ") && verdict.includes("x̂ · mean(g · x̂) term is missing"), `the mistake is diagnosed: ${verdict}`);
+  check(!verdict.includes("sums to"), "the mistake still sums to 0");
+  diff = await tableRows(page, "#bw-diff");
+  await sameNumbers(page, diff.map((r, i) => [r[3], mistaken[i] - Number(ln.grad_input.data[i]), `difference ${i}`]));
+  await shot(page, "15-backward-your-dx.png", {selector: "#backward .card:has(#bw-yours)"});
+  // a new draw, another length
+  await page.selectOption("#bw-d", "5");
+  await page.click("#bw-reroll");
+  ({body} = await checkBackward(page));
+  eq(JSON.stringify(body.input.shape), "[1,5]", "one row of 5");
+  await page.fill("#bw-yours", "[1, 2]");
+  await page.click("#bw-compare");
+  check((await page.textContent("#bw-verdict")).includes("JSON list of 5 numbers"), "a wrong length is refused");
+});
+
+// Lesson 7: the per-block curves and the sweep against the API's answers.
+async function checkDepth(page, want) {
+  await settle(page, "depth");
+  check(await page.isHidden("#depth .problem"), "lesson 7 shows a problem");
+  const log = (await apiLog(page)).filter((e) => e.path === "/v1/residual/simulate");
+  const main = log.filter((e) => { const b = JSON.parse(e.body); return b.gradients && b.layers === want.layers && b.seed === want.seed; }).pop();
+  check(main, `no call for L = ${want.layers}, seed ${want.seed}`);
+  const body = JSON.parse(main.body);
+  for (const [k, v] of Object.entries(want)) eq(body[k], v, `${k} sent`);
+  eq(JSON.stringify(body.placement), '["pre","post","deepnorm"]', "all three placements");
+  const {status, doc} = await apiPost(main.path, main.body);
+  eq(status, 200, "API status");
+  const L = doc.layers, P = ["pre", "post", "deepnorm"];
+  for (const [id, key] of [["dp-w2", "grad_w2"], ["dp-stream", "grad_stream"]]) {
+    const counts = await page.$$eval(`#${id} polyline.series`, (els) => els.map((e) => [e.dataset.name, Number(e.dataset.count)]));
+    eq(JSON.stringify(counts), JSON.stringify(P.map((p, k) => [["Pre-Norm", "Post-Norm", "DeepNorm"][k], doc[p][key].length])), `${id} curves`);
+  }
+  eq(doc.pre.grad_w2.length, L, "one grad_w2 per block");
+  const rows = await tableRows(page, "#dp-table");
+  eq(rows.length, L + 1, "one row per depth");
+  const cells = [];
+  rows.forEach((r, t) => P.forEach((p, k) => {
+    if (t === 0) eq(r[1 + k].text, "", "no block 0");
+    else cells.push([r[1 + k], doc[p].grad_w2[t - 1], `${p} grad_w2[${t - 1}]`]);
+    cells.push([r[4 + k], doc[p].grad_stream[t], `${p} grad_stream[${t}]`]);
+  }));
+  await sameNumbers(page, cells);
+  const explain = await page.textContent("#dp-explain");
+  const f = (v) => page.evaluate((x) => window.normdFmt(x), v);
+  for (const p of P) check(explain.includes(await f(doc[p].grad_w2[0])) && explain.includes(await f(doc[p].grad_w2[L - 1])), `the explanation quotes ${p}'s first and last block`);
+  // the sweep: 5 depths x 5 seeds, the means recomputed here
+  const sweepCalls = log.filter((e) => { const b = JSON.parse(e.body); return b.norm === want.norm && [6, 12, 24, 48, 96].includes(b.layers) && b.seed >= 1 && b.seed <= 5; });
+  const byKey = new Map(sweepCalls.map((e) => { const b = JSON.parse(e.body); return [`${b.layers}/${b.seed}`, e]; }));
+  eq(byKey.size, 25, "the sweep asked for 5 depths x 5 seeds");
+  const means = [];
+  for (const L2 of [6, 12, 24, 48, 96]) {
+    const docs = await Promise.all([1, 2, 3, 4, 5].map((sd) => { const e = byKey.get(`${L2}/${sd}`); return apiPost(e.path, e.body).then((r) => r.doc); }));
+    means.push(P.map((p) => docs.reduce((a, d) => a + Number(d[p].grad_w2[d[p].grad_w2.length - 1]), 0) / 5));
+  }
+  const srows = await tableRows(page, "#dp-sweep-table");
+  eq(srows.length, 5, "five depths");
+  await sameNumbers(page, srows.flatMap((r, i) => [...P.map((p, k) => [r[1 + k], means[i][k], `sweep L ${[6, 12, 24, 48, 96][i]} ${p}`]),
+    [r[4], means[0][0] * Math.sqrt(6 / [6, 12, 24, 48, 96][i]), "1/sqrt(L) guide"]]));
+  const dots = await page.$$eval("#dp-sweep circle.seed", (els) => els.length);
+  eq(dots, 75, "a dot per placement, depth and seed");
+  return {doc, means};
+}
+
+test("7. Gradients through depth: per-block gradients and the depth sweep", async ({page}) => {
+  await page.goto(`${BASE}/#depth`);
+  let {doc, means} = await checkDepth(page, {layers: 24, norm: "layer", seed: 1, tokens: 16, d: 64, gradients: true});
+  // what the lesson says is what the numbers show (Xiong et al. 2020 Fig. 3 shape)
+  check(means[4][0] < means[0][0] / 2, `Pre-Norm's last-block gradient falls with depth: ${means.map((m) => m[0])}`);
+  check(means.every((m) => m[1] > m[0]), "Post-Norm's stays above Pre-Norm's at every depth");
+  const sweepText = await page.textContent("#dp-sweep-explain");
+  check(sweepText.includes("warm-up"), "the sweep explains warm-up");
+  check(sweepText.includes(await page.evaluate((v) => window.normdFmt(v), means[4][0] / means[0][0])), "the sweep quotes Pre-Norm's measured ratio");
+  await shot(page, "16-depth.png");
+  await page.focus("#dp-layers");
+  await page.keyboard.press("End");
+  ({doc} = await checkDepth(page, {layers: 96, norm: "layer", seed: 1}));
+  eq(await page.textContent("#dp-layers-val"), "96", "depth shown");
+  eq(await page.getAttribute("#dp-layers", "aria-valuetext"), "96", "the slider speaks the depth");
+  await page.selectOption("#dp-norm", "rms");
+  await page.fill("#dp-seed", "3");
+  await page.dispatchEvent("#dp-seed", "change");
+  await checkDepth(page, {layers: 96, norm: "rms", seed: 3});
+  await shot(page, "17-depth-sweep.png", {selector: "#depth .card:has(#dp-sweep-chart)"});
+});
+
+test("6 and 7 fit a 390 px wide phone screen", async ({page}) => {
+  await page.setViewportSize({width: 390, height: 844});
+  for (const [id, name] of [["backward", "18-backward-phone-390px.png"], ["depth", "19-depth-phone-390px.png"]]) {
+    await page.goto(`${BASE}/#${id}`);
+    if (id === "backward") await checkBackward(page);
+    else await checkDepth(page, {layers: 24, norm: "layer", seed: 1});
+    const w = await pageWidth(page);
+    eq(w.doc, 390, `${id}: document width`);
+    await shot(page, name);
+  }
+});
+
+// The quizzes: every question answered wrong, then right; feedback follows
+// at once. The article's six questions must have the corrected answers as
+// the right ones (the key below is this test's own, not the page's).
+const ARTICLE_KEY = {
+  "bn-axes": {en: ["One feature", "batch"], zh: ["一个特征", "这一批"]},
+  "ln-axes": {en: ["one token", "hidden dimension"], zh: ["一个词元", "隐藏维度"]},
+  "why-ln": {en: ["does not depend on the batch"], zh: ["不依赖批次"]},
+  "pre-post": {en: ["x + F(Norm(x))", "Norm(x + F(x))"], zh: ["x + F(Norm(x))", "Norm(x + F(x))"]},
+  "why-pre": {en: ["residual path", "deep stacks"], zh: ["残差连接", "很深"], not: {en: ["shallow"], zh: ["层数少"]}},
+  "rms-what": {en: ["skips the centering", "√(mean(x²) + ε)"], zh: ["省去中心化", "√(mean(x²) + ε)"]},
+};
+const LESSONS = ["axes", "try", "lnrms", "batch", "prepost", "backward", "depth"];
+
+async function takeQuizzes(page, language) {
+  const words = {en: {right: "Right.", wrong: "Not quite"}, zh: {right: "答对了。", wrong: "不对"}}[language];
+  let article = 0, total = 0;
+  for (const lesson of LESSONS) {
+    await page.click(`#tab-${lesson}`);
+    const qs = await page.$$eval(`#quiz-${lesson} fieldset.q`, (els) => els.map((e) => ({id: e.dataset.q, source: e.dataset.source,
+      options: Array.from(e.querySelectorAll("input")).map((i) => ({value: i.value, text: i.parentElement.textContent.trim()}))})));
+    check(qs.length >= 2 && qs.length <= 4, `${lesson}: ${qs.length} questions`);
+    for (const q of qs) {
+      total++;
+      const fb = `#quiz-${lesson} fieldset[data-q="${q.id}"] .feedback`;
+      check(await page.isHidden(fb), `${q.id}: no feedback before answering`);
+      const verdicts = [];
+      for (const o of q.options) {
+        await page.check(`#quiz-${lesson} input[name="quiz-${q.id}"][value="${o.value}"]`);
+        const cls = await page.getAttribute(fb, "class"), text = await page.textContent(fb);
+        check(await page.isVisible(fb), `${q.id}: feedback shown at once`);
+        const right = cls.includes("right");
+        check(right !== cls.includes("wrong"), `${q.id}: feedback is right or wrong`);
+        check(text.startsWith(right ? words.right : words.wrong), `${q.id} ${o.value}: feedback "${text}"`);
+        verdicts.push({...o, right, feedback: text});
+      }
+      const rights = verdicts.filter((v) => v.right);
+      eq(rights.length, 1, `${q.id}: one right answer`);
+      const why = rights[0].feedback.slice(words.right.length).trim();
+      check(why.length > 20, `${q.id}: the feedback explains`);
+      for (const v of verdicts.filter((x) => !x.right)) {
+        check(v.feedback.includes(rights[0].text), `${q.id}: a wrong answer's feedback names the right one`);
+        check(v.feedback.endsWith(why), `${q.id}: a wrong answer's feedback explains too`);
+      }
+      if (q.source === "article") {
+        article++;
+        const key = ARTICLE_KEY[q.id];
+        check(key, `${q.id} is not one of the article's questions`);
+        if (key[language]) for (const w of key[language]) check(rights[0].text.includes(w), `${q.id}: the right answer "${rights[0].text}" lacks "${w}"`);
+        if (key.not && key.not[language]) for (const w of key.not[language]) check(!rights[0].text.includes(w), `${q.id}: the right answer says "${w}"`);
+      }
+    }
+  }
+  eq(article, 6, "the article's six questions");
+  return total;
+}
+
+test("the quizzes: every answer gets instant feedback, the article's answers corrected", async ({page}) => {
+  await page.goto(`${BASE}/#axes`);
+  await settle(page, "axes");
+  const n = await takeQuizzes(page, "en");
+  check(n >= 14, `${n} questions`);
+  await page.click("#tab-depth");
+  await page.locator("#quiz-depth").scrollIntoViewIfNeeded();
+  await shot(page, "20-quiz.png", {selector: "#quiz-depth"});
+});
+
+// 简体中文: the two tables have the same keys; ?lang=, the browser's
+// language and the remembered choice pick the language; <html lang>
+// follows; the static lesson text and the quizzes show no English words
+// outside code, formulas and the names kept beside the Chinese terms.
+const KEPT = /LayerNorm|RMSNorm|BatchNorm|GroupNorm|InstanceNorm|Pre-Norm|Post-Norm|DeepNorm|Annotated Transformer|Transformer|torch\.nn\.LayerNorm|torch\.randn|torch|PyTorch|Llama|normd|API|JSON|HTTP|ReLU|Xiong et al\.|Wang et al\.|grad_input|grad_w2|grad_stream|xhat|token|train|eval|gain|warm-up|Norm|mean|std|rstd|loss|eps|dx|dy|Q&A|English|float64/g;
+
+async function englishLeft(page, scope) {
+  return page.evaluate(({scope, kept}) => {
+    const re = new RegExp(kept, "g");
+    const out = [];
+    for (const root of document.querySelectorAll(scope)) {
+      const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+      for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+        const el = n.parentElement;
+        if (!el || el.closest("code, pre, svg, textarea, .formula, sub, sup, [data-value]")) continue;
+        if (!el.checkVisibility()) continue;
+        const left = n.textContent.replace(re, "");
+        if (/[A-Za-z]{3,}/.test(left)) out.push(n.textContent.trim());
+      }
+    }
+    return out;
+  }, {scope, kept: KEPT.source});
+}
+
+test("简体中文: the string tables, the language switch and a Chinese page", async ({page}) => {
+  await page.goto(`${BASE}/?lang=en#axes`);
+  const keys = await page.evaluate(() => Object.fromEntries(Object.entries(window.normdStrings).map(([l, tb]) => [l, Object.keys(tb).sort()])));
+  eq(JSON.stringify(Object.keys(keys).sort()), '["en","zh"]', "two languages");
+  const onlyEn = keys.en.filter((k) => !keys.zh.includes(k)), onlyZh = keys.zh.filter((k) => !keys.en.includes(k));
+  check(onlyEn.length === 0 && onlyZh.length === 0, `keys only in en: ${onlyEn}; only in zh: ${onlyZh}`);
+  // every data-i18n key of the page is in the tables
+  const used = await page.$$eval("[data-i18n]", (els) => els.map((e) => e.dataset.i18n));
+  check(used.length > 150 && used.every((k) => keys.en.includes(k)), "every static string has a key");
+  eq(await page.getAttribute("html", "lang"), "en", "html lang en");
+  // ?lang=zh
+  await page.goto(`${BASE}/?lang=zh#backward`);
+  await settle(page, "backward");
+  eq(await page.getAttribute("html", "lang"), "zh-Hans", "html lang zh-Hans");
+  eq(await page.textContent("#tab-backward"), "6. 反向传播", "Chinese tabs");
+  check((await page.textContent("#backward h2")).includes("反向传播"), "Chinese lesson heading");
+  for (const lesson of ["axes", "try", "lnrms", "batch", "prepost", "backward", "depth"]) {
+    await page.click(`#tab-${lesson}`);
+    const left = await englishLeft(page, `#${lesson} [data-i18n], #${lesson} .quiz, nav [data-i18n], header [data-i18n]`);
+    check(left.length === 0, `${lesson}: English left on the Chinese page: ${JSON.stringify(left.slice(0, 5))}`);
+  }
+  await settle(page, "depth");
+  await shot(page, "23-zh-depth.png");
+  await page.click("#tab-backward");
+  await checkBackward(page);
+  await shot(page, "24-zh-backward.png");
+  // the quizzes in Chinese, right and wrong
+  await takeQuizzes(page, "zh");
+  await page.click("#tab-lnrms");
+  await shot(page, "25-zh-quiz.png", {selector: "#quiz-lnrms"});
+  // the switch: back to English, remembered without ?lang
+  await page.selectOption("#lang-select", "en");
+  eq(await page.getAttribute("html", "lang"), "en", "switched to English");
+  check(page.url().includes("lang=en"), `the URL follows: ${page.url()}`);
+  eq(await page.textContent("#quiz-lnrms h3"), "Check yourself", "the quiz follows the switch");
+  await page.selectOption("#lang-select", "zh");
+  await page.goto(`${BASE}/#axes`);
+  eq(await page.getAttribute("html", "lang"), "zh-Hans", "the choice is remembered");
+  await page.evaluate(() => localStorage.removeItem("normd.lang"));
+  await page.reload();
+  eq(await page.getAttribute("html", "lang"), "en", "no choice, an English browser: English");
+});
+
+test("简体中文: the browser's language picks it, and it fits a phone", async ({page}) => {
+  await page.addInitScript(() => Object.defineProperty(navigator, "language", {get: () => "zh-CN"}));
+  await page.setViewportSize({width: 390, height: 844});
+  await page.goto(`${BASE}/#depth`);
+  eq(await page.getAttribute("html", "lang"), "zh-Hans", "a Chinese browser gets Chinese");
+  eq(await page.inputValue("#lang-select"), "zh", "the switch shows it");
+  await checkDepth(page, {layers: 24, norm: "layer", seed: 1});
+  eq((await pageWidth(page)).doc, 390, "document width");
+  await shot(page, "26-zh-depth-phone-390px.png");
+  await page.goto(`${BASE}/#backward`);
+  await checkBackward(page);
+  eq((await pageWidth(page)).doc, 390, "document width");
+  await shot(page, "27-zh-backward-phone-390px.png");
 });
 
 test("the page works from another origin with ?api= (CORS)", async ({page, port, staticPort}) => {
