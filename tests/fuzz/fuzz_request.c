@@ -88,7 +88,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   router_match(target, &m);
   if (m.route == NULL || m.route->handler != H_COMPUTE ||
       !router_allows(m.route, method) || strcmp(method, "POST") != 0 ||
-      (m.route->kserve && !m.model_known))
+      (router_is_v2(target) && !m.model_known))
     goto out; /* answered on the HTTP thread (http_admit.c) */
 
   query_param_t params[MAX_PARAMS];
@@ -116,7 +116,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       .accept = find_header(headers, nheaders, "Accept"),
       .header_length =
           find_header(headers, nheaders, "Inference-Header-Content-Length"),
-      .query = params, .nquery = nparams, .kserve = m.route->kserve};
+      .query = params, .nquery = nparams, .kserve = router_is_v2(target)};
   fuzz_service(&in);
   free(body);
 out:
