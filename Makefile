@@ -236,7 +236,10 @@ SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all \
 # since a daemon the suite kills with SIGKILL leaves no exit status.
 ASAN_OPTS := halt_on_error=1:detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1
 UBSAN_OPTS := halt_on_error=1:print_stacktrace=1
-SAN_ENV := ASAN_OPTIONS=$(ASAN_OPTS) UBSAN_OPTIONS=$(UBSAN_OPTS)
+# Check's per-test timeouts guard against hangs; ASan makes every test 2-5x
+# slower, so under it they stretch by 5 (a loaded 2-core machine timed out
+# the heaviest layer-norm streaming test at the default).
+SAN_ENV := ASAN_OPTIONS=$(ASAN_OPTS) UBSAN_OPTIONS=$(UBSAN_OPTS) CK_TIMEOUT_MULTIPLIER=5
 ASAN_BUILD := build/asan
 
 .PHONY: test-asan test-valgrind fuzz fuzz-smoke fuzz-build fuzz-bins stress stress-ci
