@@ -28,6 +28,7 @@ typedef struct {
   query_param_t *query; /* copies of the query parameters */
   size_t nquery;
   limits_t limits;
+  char request_id[REQUEST_ID_MAX + 1]; /* the problem's instance */
   reply_t reply;
 } job_t;
 
@@ -45,7 +46,8 @@ static void job_run(pool_job_t *base) {
                         .query = job->query,
                         .nquery = job->nquery,
                         .kserve = job->kserve,
-                        .by_reference = 1};
+                        .by_reference = 1,
+                        .request_id = job->request_id};
   job->body = (body_t){0}; /* the service owns it now */
   service_handle(&in, &job->limits, &job->reply);
 }
@@ -147,6 +149,7 @@ enum MHD_Result http__submit_compute(request_state_t *rs) {
   job->op = rs->match.op;
   job->kserve = rs->route->kserve;
   job->limits = srv->limits;
+  memcpy(job->request_id, rs->request_id, sizeof job->request_id);
   job->body = rs->body; /* moves */
   memset(&rs->body, 0, sizeof rs->body);
   MHD_suspend_connection(rs->mhd_conn);

@@ -19,6 +19,7 @@
 #include "problem.h"
 #include "reply.h"
 #include "request.h"
+#include "request_id.h"
 #include "router.h"
 
 /* A connection's request clock: a phase and the millisecond (CLOCK_MONOTONIC)
@@ -91,6 +92,7 @@ typedef struct {
   route_match_t match;
   char method[16];
   char path[128];
+  char request_id[REQUEST_ID_MAX + 1]; /* X-Request-Id: echoed, logged */
   struct timespec start;
   body_t body;
   uint64_t bytes_in;
