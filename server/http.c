@@ -61,11 +61,13 @@ static const char *client_address(struct MHD_Connection *c, char *out,
       c ? MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS) : NULL;
   const struct sockaddr *sa = ci ? ci->client_addr : NULL;
   if (sa == NULL) return out;
-  const void *addr =
-      sa->sa_family == AF_INET6
-          ? (const void *)&((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr
-          : (const void *)&((const struct sockaddr_in *)(const void *)sa)->sin_addr;
-  if (inet_ntop(sa->sa_family, addr, out, (socklen_t)cap) == NULL) out[0] = '\0';
+  const void *addr;
+  if (sa->sa_family == AF_INET6)
+    addr = &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr;
+  else
+    addr = &((const struct sockaddr_in *)(const void *)sa)->sin_addr;
+  if (inet_ntop(sa->sa_family, addr, out, (socklen_t)cap) == NULL)
+    out[0] = '\0';
   return out;
 }
 
@@ -86,6 +88,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
     snprintf(rs->method, sizeof rs->method, "%s", method);
     snprintf(rs->path, sizeof rs->path, "%s", url);
     request_id_take(http__header(c, "X-Request-Id"), rs->request_id);
+    /* copied now: by on_completed MHD may have reset the headers */
+    const char *ua = http__header(c, MHD_HTTP_HEADER_USER_AGENT);
+    if (ua != NULL) {
+      size_t n = strnlen(ua, sizeof rs->user_agent - 1);
+      memcpy(rs->user_agent, ua, n);
+      rs->user_agent[n] = '\0';
+    }
     metrics_inflight_add(1);
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
@@ -159,17 +168,17 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **state,
                           rs->bytes_out);
   if (log_enabled(LOG_INFO)) {
     char remote[INET6_ADDRSTRLEN];
-    const char *ua = c ? http__header(c, MHD_HTTP_HEADER_USER_AGENT) : NULL;
-    log_access(&(log_access_t){.method = rs->method,
-                               .path = rs->path,
-                               .status = status,
-                               .bytes_in = rs->bytes_in,
-                               .bytes_out = rs->bytes_out,
-                               .duration_ms = secs * 1e3,
-                               .request_id = rs->request_id,
-                               .remote = client_address(c, remote, sizeof remote),
-                               .user_agent = ua ? ua : "",
-                               .note = why});
+    log_access(&(log_access_t){
+        .method = rs->method,
+        .path = rs->path,
+        .status = status,
+        .bytes_in = rs->bytes_in,
+        .bytes_out = rs->bytes_out,
+        .duration_ms = secs * 1e3,
+        .request_id = rs->request_id,
+        .remote = client_address(c, remote, sizeof remote),
+        .user_agent = rs->user_agent,
+        .note = why});
   }
   http__body_free(&rs->body);
   reply_free(&rs->reply);

@@ -93,6 +93,7 @@ typedef struct {
   char method[16];
   char path[128];
   char request_id[REQUEST_ID_MAX + 1]; /* X-Request-Id: echoed, logged */
+  char user_agent[128]; /* for the access log, cut; "" when absent */
   struct timespec start;
   body_t body;
   uint64_t bytes_in;

@@ -34,9 +34,9 @@ typedef struct {
   uint64_t bytes_in, bytes_out;
   double duration_ms;
   const char *request_id;
-  const char *remote; /* the client's address, "" when unknown */
+  const char *remote;     /* the client's address, "" when unknown */
   const char *user_agent; /* the User-Agent header, "" when absent */
-  const char *note;   /* why it ended unanswered or cut, "" when it did not */
+  const char *note; /* why it ended unanswered or cut, "" when it did not */
 } log_access_t;
 
 /* Writes the request's access line at info level (the caller checks

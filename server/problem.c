@@ -123,8 +123,8 @@ void problem_reply(const problem_t *p, reply_t *r) {
   if (doc && p->field[0]) json_object_set_new(doc, "field", json_string(p->field));
   if (doc && p->request_id) {
     char instance[REQUEST_ID_INSTANCE_MAX];
-    json_object_set_new(doc, "instance",
-                        json_string(request_id_instance(p->request_id, instance)));
+    request_id_instance(p->request_id, instance);
+    json_object_set_new(doc, "instance", json_string(instance));
   }
   char *text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
   json_decref(doc);

@@ -76,7 +76,8 @@ static char ids[THREADS * PER_THREAD][REQUEST_ID_MAX + 1];
 
 static void *generate_many(void *arg) {
   int t = (int)(intptr_t)arg;
-  for (int i = 0; i < PER_THREAD; i++) request_id_generate(ids[t * PER_THREAD + i]);
+  for (int i = 0; i < PER_THREAD; i++)
+    request_id_generate(ids[t * PER_THREAD + i]);
   return NULL;
 }
 
@@ -85,7 +86,8 @@ static int by_string(const void *x, const void *y) { return strcmp(x, y); }
 START_TEST(test_unique_across_threads) {
   pthread_t th[THREADS];
   for (int t = 0; t < THREADS; t++)
-    ck_assert_int_eq(pthread_create(&th[t], NULL, generate_many, (void *)(intptr_t)t), 0);
+    ck_assert_int_eq(
+        pthread_create(&th[t], NULL, generate_many, (void *)(intptr_t)t), 0);
   for (int t = 0; t < THREADS; t++) pthread_join(th[t], NULL);
   qsort(ids, THREADS * PER_THREAD, sizeof ids[0], by_string);
   for (int i = 1; i < THREADS * PER_THREAD; i++)
@@ -107,7 +109,8 @@ START_TEST(test_instance) {
   memset(id, '%', REQUEST_ID_MAX);
   id[REQUEST_ID_MAX] = '\0';
   request_id_instance(id, out);
-  ck_assert_uint_eq(strlen(out), strlen("urn:normd:request:") + 3 * REQUEST_ID_MAX);
+  ck_assert_uint_eq(strlen(out),
+                    strlen("urn:normd:request:") + 3 * REQUEST_ID_MAX);
 }
 END_TEST
 
