@@ -62,6 +62,7 @@ typedef struct {
 
 static int check_nonempty(const char *v, char *why, size_t n);
 static int check_log_level(const char *v, char *why, size_t n);
+static int check_log_format(const char *v, char *why, size_t n);
 static int check_cors(const char *v, char *why, size_t n);
 static int check_scope(const char *v, char *why, size_t n);
 
@@ -104,6 +105,10 @@ static const key_def_t keys[] = {
             "by CORS; \"\" disables CORS"),
     STR_KEY(log_level, "info", check_log_level,
             "error, warn, info (adds the access log) or debug"),
+    STR_KEY(log_format, "text", check_log_format,
+            "text (`<time> <level> <message>` lines) or json (one object per "
+            "line: ts, level, msg; access lines add method, path, status, "
+            "bytes_in, bytes_out, duration_ms, request_id, remote)"),
     STR_KEY(web_root, "web", check_nonempty,
             "directory of the visualizer served at GET /"),
     STR_KEY(openapi_path, "api/openapi.yaml", check_nonempty,
@@ -222,6 +227,12 @@ static int check_log_level(const char *v, char *why, size_t n) {
   char b[64];
   return fail(why, n, "must be one of error, warn, info, debug, got \"%s\"",
               shown(v, b, sizeof b));
+}
+
+static int check_log_format(const char *v, char *why, size_t n) {
+  char b[64];
+  if (strcmp(v, "text") == 0 || strcmp(v, "json") == 0) return 0;
+  return fail(why, n, "must be text or json, got \"%s\"", shown(v, b, sizeof b));
 }
 
 static int check_scope(const char *v, char *why, size_t n) {

@@ -29,6 +29,7 @@ typedef struct {
   int compression;           /* 1: compress answers on Accept-Encoding */
   char cors_origins[1024];   /* "*" or a comma-separated list; "" = no CORS */
   char log_level[16];        /* "error", "warn", "info" (access log), "debug" */
+  char log_format[8];        /* "text" or "json" (one object per line) */
   char web_root[1024];       /* directory served at GET / */
   char openapi_path[1024];   /* file served at GET /openapi.yaml */
   char tls_cert[1024];       /* PEM files: HTTPS when both are set */

@@ -25,6 +25,7 @@
  */
 #include "http.h"
 
+#include <arpa/inet.h>
 #include <netdb.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -71,6 +72,24 @@ static void body_refused(request_state_t *rs, int rc) {
   rs->reply.close = 1;
 }
 
+/* The client's IP address as text ("" when MHD cannot say). */
+static const char *client_address(struct MHD_Connection *c, char *out,
+                                  size_t cap) {
+  out[0] = '\0';
+  const union MHD_ConnectionInfo *ci =
+      c ? MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS) : NULL;
+  const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+  if (sa == NULL) return out;
+  const void *addr;
+  if (sa->sa_family == AF_INET6)
+    addr = &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr;
+  else
+    addr = &((const struct sockaddr_in *)(const void *)sa)->sin_addr;
+  if (inet_ntop(sa->sa_family, addr, out, (socklen_t)cap) == NULL)
+    out[0] = '\0';
+  return out;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
                                   const char *url, const char *method,
                                   const char *version, const char *upload_data,
@@ -87,6 +106,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
     clock_gettime(CLOCK_MONOTONIC, &rs->start);
     snprintf(rs->method, sizeof rs->method, "%s", method);
     snprintf(rs->path, sizeof rs->path, "%s", url);
+    request_id_take(http__header(c, "X-Request-Id"), rs->request_id);
+    /* copied now: by on_completed MHD may have reset the headers */
+    const char *ua = http__header(c, MHD_HTTP_HEADER_USER_AGENT);
+    if (ua != NULL) {
+      size_t n = strnlen(ua, sizeof rs->user_agent - 1);
+      memcpy(rs->user_agent, ua, n);
+      rs->user_agent[n] = '\0';
+    }
     metrics_inflight_add(1);
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
@@ -142,7 +169,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **state,
                          enum MHD_RequestTerminationCode toe) {
-  (void)c;
   server_t *srv = cls;
   request_state_t *rs = *state;
   if (rs == NULL) return;
@@ -155,14 +181,14 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **state,
   int status = rs->status_sent;
   const char *why = "";
   if (late) {
-    why = " (closed: request_timeout_s)";
+    why = "closed: request_timeout_s";
   } else if (toe == MHD_REQUEST_TERMINATED_TIMEOUT_REACHED) {
-    why = " (closed: connection_timeout_s)";
+    why = "closed: connection_timeout_s";
     late = 1;
   } else if (toe == MHD_REQUEST_TERMINATED_DAEMON_SHUTDOWN) {
-    why = " (dropped: shutdown)";
+    why = "dropped: shutdown";
   } else if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK) {
-    why = " (aborted)";
+    why = "aborted";
   }
   if (status == 0) {
     int dropped = toe == MHD_REQUEST_TERMINATED_DAEMON_SHUTDOWN;
@@ -171,13 +197,18 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **state,
   metrics_observe_request(router_index(rs->route), status, secs, rs->bytes_in,
                           rs->bytes_out);
   if (log_enabled(LOG_INFO)) {
-    /* the client chose both: no raw newline, escape or quote in the log */
-    char method[4 * sizeof rs->method], path[4 * sizeof rs->path];
-    log_msg(LOG_INFO, "%s %s %d in=%llu out=%llu %.3fms%s",
-            log_escape(method, sizeof method, rs->method),
-            log_escape(path, sizeof path, rs->path), status,
-            (unsigned long long)rs->bytes_in, (unsigned long long)rs->bytes_out,
-            secs * 1e3, why);
+    char remote[INET6_ADDRSTRLEN];
+    log_access(&(log_access_t){
+        .method = rs->method,
+        .path = rs->path,
+        .status = status,
+        .bytes_in = rs->bytes_in,
+        .bytes_out = rs->bytes_out,
+        .duration_ms = secs * 1e3,
+        .request_id = rs->request_id,
+        .remote = client_address(c, remote, sizeof remote),
+        .user_agent = rs->user_agent,
+        .note = why});
   }
   http__body_free(&rs->body);
   inflater_free(rs->inflater);

@@ -31,6 +31,7 @@ typedef struct {
   size_t nquery;
   limits_t limits;
   uint64_t submitted_ns; /* op_stats_now_ns() when handed to the pool */
+  char request_id[REQUEST_ID_MAX + 1]; /* the problem's instance */
   reply_t reply;
 } job_t;
 
@@ -49,7 +50,8 @@ static void job_run(pool_job_t *base) {
                         .nquery = job->nquery,
                         .kserve = job->kserve,
                         .queue_ns = op_stats_now_ns() - job->submitted_ns,
-                        .by_reference = 1};
+                        .by_reference = 1,
+                        .request_id = job->request_id};
   job->body = (body_t){0}; /* the service owns it now */
   service_handle(&in, &job->limits, &job->reply);
   /* here on the worker, not on the HTTP thread: a large answer takes
@@ -155,6 +157,7 @@ enum MHD_Result http__submit_compute(request_state_t *rs) {
   job->kserve = router_is_v2(rs->path);
   job->limits = srv->limits;
   job->answer_coding = http__answer_coding(rs);
+  memcpy(job->request_id, rs->request_id, sizeof job->request_id);
   job->body = rs->body; /* moves */
   memset(&rs->body, 0, sizeof rs->body);
   MHD_suspend_connection(rs->mhd_conn);

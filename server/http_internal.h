@@ -20,6 +20,7 @@
 #include "problem.h"
 #include "reply.h"
 #include "request.h"
+#include "request_id.h"
 #include "router.h"
 
 /* A connection's request clock: a phase and the millisecond (CLOCK_MONOTONIC)
@@ -92,6 +93,8 @@ typedef struct {
   route_match_t match;
   char method[16];
   char path[128];
+  char request_id[REQUEST_ID_MAX + 1]; /* X-Request-Id: echoed, logged */
+  char user_agent[128]; /* for the access log, cut; "" when absent */
   struct timespec start;
   body_t body;
   inflater_t *inflater; /* a compressed body's decoder, NULL for identity */

@@ -14,6 +14,7 @@ void http__problem_now(request_state_t *rs, problem_code_t id, const char *fmt,
   problem_t p;
   memset(&p, 0, sizeof p);
   problem_set(&p, id, NULL, fmt, arg);
+  p.request_id = rs->request_id;
   if (router_is_v2(rs->path)) /* the one decision of the error's form */
     problem_reply_kserve(&p, &rs->reply);
   else
@@ -61,7 +62,8 @@ static void add_cors(request_state_t *rs, struct MHD_Response *resp) {
   else
     MHD_add_response_header(resp, "Access-Control-Allow-Origin", "*");
   MHD_add_response_header(resp, "Access-Control-Expose-Headers",
-                          "Retry-After, Inference-Header-Content-Length");
+                          "Retry-After, Inference-Header-Content-Length, "
+                          "X-Request-Id");
   if (strcmp(rs->method, "OPTIONS") == 0 && rs->route != NULL) {
     MHD_add_response_header(resp, "Access-Control-Allow-Methods",
                             rs->route->allow);
@@ -154,6 +156,8 @@ enum MHD_Result http__send_reply(request_state_t *rs) {
                      : compressible            ? "Accept-Encoding"
                                                : NULL;
   if (vary) MHD_add_response_header(resp, MHD_HTTP_HEADER_VARY, vary);
+  /* every answer, so a client and the access log name the same request */
+  MHD_add_response_header(resp, "X-Request-Id", rs->request_id);
   add_cors(rs, resp);
   rs->status_sent = r->status;
   rs->bytes_out = bytes;

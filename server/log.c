@@ -1,4 +1,8 @@
-/* log.c -- timestamped, leveled lines on stderr. */
+/* log.c -- timestamped, leveled lines on stderr, as text or JSON, each
+ * built whole in a buffer and written with one fwrite (stderr is
+ * unbuffered: one write(2), and stdio's lock keeps threads' lines apart).
+ * What a client chose is escaped for the format, so it can neither end a
+ * line nor forge one. */
 #include "log.h"
 
 #include <stdarg.h>
@@ -9,6 +13,9 @@
 
 static atomic_int threshold = LOG_INFO;
 static const char *const names[] = {"error", "warn", "info", "debug"};
+
+enum { FORMAT_TEXT, FORMAT_JSON };
+static atomic_int format = FORMAT_TEXT;
 
 int log_set_level(const char *name) {
   for (int i = 0; i <= LOG_DEBUG; i++)
@@ -21,22 +28,14 @@ int log_set_level(const char *name) {
 
 int log_enabled(log_level_t level) { return (int)level <= atomic_load(&threshold); }
 
-void log_msg(log_level_t level, const char *fmt, ...) {
-  if (!log_enabled(level)) return;
-  char line[1024];
-  struct timespec ts;
-  struct tm tm;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  gmtime_r(&ts.tv_sec, &tm);
-  int n = snprintf(line, sizeof line, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s ",
-                   tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
-                   tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000, names[level]);
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
-  va_end(ap);
-  fprintf(stderr, "%s\n", line);
+int log_set_format(const char *name) {
+  if (strcmp(name, "text") == 0) atomic_store(&format, FORMAT_TEXT);
+  else if (strcmp(name, "json") == 0) atomic_store(&format, FORMAT_JSON);
+  else return -1;
+  return 0;
 }
+
+/* ---- escaping ---- */
 
 /* The length of the well-formed UTF-8 sequence of 2-4 bytes at s (RFC 3629:
  * no overlong forms, no surrogates, nothing past U+10FFFF), or 0. */
@@ -57,28 +56,276 @@ static size_t utf8_len(const unsigned char *s) {
   return n;
 }
 
+/* The character at s as both escapers see it: n bytes that pass as they
+ * are (plain) or are escaped, and for an escaped one the code point (the
+ * byte's own value for a byte outside well-formed UTF-8). Escaped beyond
+ * ASCII's controls, '"' and '\\': the C1 controls U+0080-U+009F (U+009B is
+ * a terminal's CSI) and U+2028 / U+2029, which Python's splitlines and
+ * JavaScript take as line ends. */
+typedef struct {
+  size_t n;
+  int plain;
+  unsigned cp;
+} unit_t;
+
+static inline unit_t next_unit(const unsigned char *s) {
+  unsigned char c = s[0];
+  if (c < 0x80)
+    return (unit_t){1, c >= 0x20 && c < 0x7f && c != '"' && c != '\\', c};
+  size_t n = utf8_len(s);
+  if (n == 0) return (unit_t){1, 0, c};
+  if (c == 0xc2 && s[1] < 0xa0) return (unit_t){2, 0, s[1]};
+  if (c == 0xe2 && s[1] == 0x80 && (s[2] == 0xa8 || s[2] == 0xa9))
+    return (unit_t){3, 0, 0x2000u | (s[2] - 0x80u)};
+  return (unit_t){n, 1, 0};
+}
+
+static const char hex[] = "0123456789abcdef";
+
 char *log_escape(char *dst, size_t cap, const char *src) {
-  static const char hex[] = "0123456789abcdef";
   const unsigned char *s = (const unsigned char *)src;
   size_t o = 0;
   while (*s) {
-    size_t n = 1;
-    int plain = *s >= 0x20 && *s < 0x7f && *s != '"' && *s != '\\';
-    if (*s >= 0x80 && (n = utf8_len(s)) != 0) plain = 1;
-    else if (*s >= 0x80) n = 1;
-    size_t need = plain ? n : 4;
+    /* the common case, printable ASCII, a byte at a time */
+    if (*s >= 0x20 && *s < 0x7f && *s != '"' && *s != '\\') {
+      if (o + 1 >= cap) break;
+      dst[o++] = (char)*s++;
+      continue;
+    }
+    unit_t u = next_unit(s);
+    size_t need = u.plain ? u.n : 4 * u.n; /* \xHH per byte */
     if (o + need >= cap) break;
-    if (plain) {
-      memcpy(dst + o, s, n);
+    if (u.plain) {
+      memcpy(dst + o, s, u.n);
     } else {
-      dst[o] = '\\';
-      dst[o + 1] = 'x';
-      dst[o + 2] = hex[*s >> 4];
-      dst[o + 3] = hex[*s & 15];
+      for (size_t i = 0; i < u.n; i++) {
+        dst[o + 4 * i] = '\\';
+        dst[o + 4 * i + 1] = 'x';
+        dst[o + 4 * i + 2] = hex[s[i] >> 4];
+        dst[o + 4 * i + 3] = hex[s[i] & 15];
+      }
     }
     o += need;
-    s += n;
+    s += u.n;
   }
   dst[o] = '\0';
   return dst;
+}
+
+size_t log_json_escape(char *dst, size_t cap, const char *src) {
+  const unsigned char *s = (const unsigned char *)src;
+  size_t o = 0;
+  while (*s) {
+    if (*s >= 0x20 && *s < 0x7f && *s != '"' && *s != '\\') {
+      if (o + 1 >= cap) break;
+      dst[o++] = (char)*s++;
+      continue;
+    }
+    unit_t u = next_unit(s);
+    char esc[6];
+    size_t need;
+    if (u.plain) {
+      need = u.n;
+    } else if (u.cp == '"' || u.cp == '\\' || u.cp == '\n' || u.cp == '\r' ||
+               u.cp == '\t') {
+      esc[0] = '\\';
+      esc[1] = u.cp == '\n' ? 'n' : u.cp == '\r' ? 'r' : u.cp == '\t' ? 't'
+                                                                     : (char)u.cp;
+      need = 2;
+    } else {
+      esc[0] = '\\';
+      esc[1] = 'u';
+      esc[2] = hex[(u.cp >> 12) & 15];
+      esc[3] = hex[(u.cp >> 8) & 15];
+      esc[4] = hex[(u.cp >> 4) & 15];
+      esc[5] = hex[u.cp & 15];
+      need = 6;
+    }
+    if (o + need >= cap) break;
+    memcpy(dst + o, u.plain ? (const char *)s : esc, need);
+    o += need;
+    s += u.n;
+  }
+  dst[o] = '\0';
+  return o;
+}
+
+/* ---- lines ---- */
+
+/* A line being built; an append that does not fit is left out whole (the
+ * buffers below are sized so that none is). */
+typedef struct {
+  char *buf;
+  size_t len, cap;
+} line_t;
+
+static void put(line_t *l, const char *s) {
+  size_t n = strlen(s);
+  if (l->len + n >= l->cap) return;
+  memcpy(l->buf + l->len, s, n + 1);
+  l->len += n;
+}
+
+/* ,"key":"<v escaped>" */
+static void put_json_string(line_t *l, const char *key, const char *v) {
+  put(l, ",\"");
+  put(l, key);
+  put(l, "\":\"");
+  /* room for the closing quote and what follows it */
+  if (l->len + 8 < l->cap)
+    l->len += log_json_escape(l->buf + l->len, l->cap - l->len - 8, v);
+  put(l, "\"");
+}
+
+/* v in decimal, zero-padded to at least `width` digits. By hand, as the
+ * rest of the line: snprintf was most of an access line's cost. */
+static void put_uint(line_t *l, uint64_t v, int width) {
+  char d[24];
+  int n = 0;
+  do {
+    d[n++] = (char)('0' + v % 10);
+    v /= 10;
+  } while (v != 0 || n < width);
+  if (l->len + (size_t)n >= l->cap) return;
+  while (n > 0) l->buf[l->len++] = d[--n];
+  l->buf[l->len] = '\0';
+}
+
+/* Milliseconds with three decimals (what %.3f writes for ms >= 0). */
+static void put_ms(line_t *l, double ms) {
+  uint64_t us = ms > 0 ? (uint64_t)(ms * 1000.0 + 0.5) : 0;
+  put_uint(l, us / 1000, 1);
+  put(l, ".");
+  put_uint(l, us % 1000, 3);
+}
+
+/* RFC 3339 in UTC with milliseconds: 2025-01-31T12:34:56.789Z. */
+static void put_timestamp(line_t *l) {
+  struct timespec ts;
+  struct tm tm;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  gmtime_r(&ts.tv_sec, &tm);
+  put_uint(l, (uint64_t)tm.tm_year + 1900, 4);
+  put(l, "-");
+  put_uint(l, (uint64_t)tm.tm_mon + 1, 2);
+  put(l, "-");
+  put_uint(l, (uint64_t)tm.tm_mday, 2);
+  put(l, "T");
+  put_uint(l, (uint64_t)tm.tm_hour, 2);
+  put(l, ":");
+  put_uint(l, (uint64_t)tm.tm_min, 2);
+  put(l, ":");
+  put_uint(l, (uint64_t)tm.tm_sec, 2);
+  put(l, ".");
+  put_uint(l, (uint64_t)(ts.tv_nsec / 1000000), 3);
+  put(l, "Z");
+}
+
+/* {"ts":"...","level":"..." */
+static void put_json_head(line_t *l, log_level_t level) {
+  put(l, "{\"ts\":\"");
+  put_timestamp(l);
+  put(l, "\"");
+  put_json_string(l, "level", names[level]);
+}
+
+static void emit(line_t *l) {
+  if (l->len + 1 < l->cap) l->buf[l->len++] = '\n';
+  else l->buf[l->len - 1] = '\n'; /* cut: still one whole line */
+  fwrite(l->buf, 1, l->len, stderr);
+}
+
+enum { MSG_MAX = 1024 };
+
+void log_msg(log_level_t level, const char *fmt, ...) {
+  if (!log_enabled(level)) return;
+  char msg[MSG_MAX];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  char buf[6 * MSG_MAX + 128]; /* every byte escaped as \u00XX, and the keys */
+  line_t l = {buf, 0, sizeof buf};
+  buf[0] = '\0';
+  if (atomic_load_explicit(&format, memory_order_relaxed) == FORMAT_JSON) {
+    put_json_head(&l, level);
+    put_json_string(&l, "msg", msg);
+    put(&l, "}");
+  } else {
+    put_timestamp(&l);
+    put(&l, " ");
+    put(&l, names[level]);
+    put(&l, " ");
+    put(&l, msg);
+  }
+  emit(&l);
+}
+
+/* What the fields of an access line may hold before escaping: the method
+ * and path are cut by http.c to 16 and 128 bytes, the id to
+ * REQUEST_ID_MAX, an address to INET6_ADDRSTRLEN, the user agent here to
+ * UA_MAX, the note is short. Escaped, each byte takes at most 6 (JSON's
+ * \u00XX); the keys and numbers fit in 512. */
+enum {
+  UA_MAX = 128,
+  ACCESS_FIELDS_MAX = 16 + 128 + 129 + 64 + UA_MAX + 64,
+  ACCESS_LINE_MAX = 6 * ACCESS_FIELDS_MAX + 512
+};
+
+void log_access(const log_access_t *a) {
+  char buf[ACCESS_LINE_MAX], ua[UA_MAX + 1];
+  /* a user agent can be kilobytes: its first UA_MAX bytes say who it is */
+  size_t ua_len = strnlen(a->user_agent, UA_MAX);
+  memcpy(ua, a->user_agent, ua_len);
+  ua[ua_len] = '\0';
+  line_t l = {buf, 0, sizeof buf};
+  buf[0] = '\0';
+  if (atomic_load_explicit(&format, memory_order_relaxed) == FORMAT_JSON) {
+    put_json_head(&l, LOG_INFO);
+    put(&l, ",\"msg\":\"request\"");
+    put_json_string(&l, "method", a->method);
+    put_json_string(&l, "path", a->path);
+    put(&l, ",\"status\":");
+    put_uint(&l, (uint64_t)a->status, 1);
+    put(&l, ",\"bytes_in\":");
+    put_uint(&l, a->bytes_in, 1);
+    put(&l, ",\"bytes_out\":");
+    put_uint(&l, a->bytes_out, 1);
+    put(&l, ",\"duration_ms\":");
+    put_ms(&l, a->duration_ms);
+    put_json_string(&l, "request_id", a->request_id);
+    put_json_string(&l, "remote", a->remote);
+    put_json_string(&l, "user_agent", ua);
+    if (a->note[0]) put_json_string(&l, "note", a->note);
+    put(&l, "}");
+  } else {
+    /* every field escaped (log_escape), so spaces split them */
+    char field[4 * 129];
+    put_timestamp(&l);
+    put(&l, " info ");
+    put(&l, log_escape(field, sizeof field, a->method));
+    put(&l, " ");
+    put(&l, log_escape(field, sizeof field, a->path));
+    put(&l, " ");
+    put_uint(&l, (uint64_t)a->status, 1);
+    put(&l, " in=");
+    put_uint(&l, a->bytes_in, 1);
+    put(&l, " out=");
+    put_uint(&l, a->bytes_out, 1);
+    put(&l, " ");
+    put_ms(&l, a->duration_ms);
+    put(&l, "ms id=");
+    put(&l, log_escape(field, sizeof field, a->request_id));
+    put(&l, " remote=");
+    put(&l, a->remote[0] ? log_escape(field, sizeof field, a->remote) : "-");
+    put(&l, " ua=\""); /* quoted: it has spaces; log_escape escapes '"' */
+    put(&l, log_escape(field, sizeof field, ua));
+    put(&l, "\"");
+    if (a->note[0]) {
+      put(&l, " (");
+      put(&l, log_escape(field, sizeof field, a->note));
+      put(&l, ")");
+    }
+  }
+  emit(&l);
 }

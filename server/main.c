@@ -68,6 +68,7 @@ int main(int argc, char **argv) {
   case CONFIG_RUN: break;
   }
   log_set_level(cfg.log_level);
+  log_set_format(cfg.log_format); /* before any other thread logs */
   if (cfg.threads == 0) cfg.threads = usable_cpus();
 
   /* Signals are taken synchronously by this thread only: block them before

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "norm.h"
+#include "request_id.h"
 
 /* Makes s valid UTF-8 in place: a sequence cut at the end of the buffer is
  * dropped and any other invalid byte becomes '?', so client bytes echoed in
@@ -120,6 +121,11 @@ void problem_reply(const problem_t *p, reply_t *r) {
                           problem_title(status), "status", status, "detail",
                           p->detail, "code", code);
   if (doc && p->field[0]) json_object_set_new(doc, "field", json_string(p->field));
+  if (doc && p->request_id) {
+    char instance[REQUEST_ID_INSTANCE_MAX];
+    request_id_instance(p->request_id, instance);
+    json_object_set_new(doc, "instance", json_string(instance));
+  }
   char *text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
   json_decref(doc);
   reply_free(r);

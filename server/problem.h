@@ -90,6 +90,10 @@ typedef struct {
   const char *code; /* static, e.g. "shape_mismatch" */
   char field[64];   /* offending request field, "" if none */
   char detail[512];
+  /* The request's id (request_id.h), written as `instance`:
+   * urn:normd:request:<id> (RFC 9457 section 3.1.5); NULL: no instance.
+   * Not owned; problem_set leaves it alone. */
+  const char *request_id;
 } problem_t;
 
 /* Records a problem from the list (the first one wins: later calls are

@@ -157,6 +157,7 @@ void service_handle(const service_input_t *in, const limits_t *lim,
       problem_set(&prob, PROBLEM_OUT_OF_MEMORY, NULL, "out of memory");
   }
   if (prob.status != 0) {
+    prob.request_id = in->request_id;
     if (in->kserve) problem_reply_kserve(&prob, out);
     else problem_reply(&prob, out);
   }

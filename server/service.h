@@ -33,6 +33,9 @@ typedef struct {
   /* The reply may send binary tensors by reference (reply_t parts, kept
    * alive with the reply) instead of copying them into its body. */
   int by_reference;
+  /* The request's id (X-Request-Id), given in a problem document as its
+   * `instance`; NULL: none. */
+  const char *request_id;
 } service_input_t;
 
 /* Always fills *out (a 200 result or an error); the caller frees it with

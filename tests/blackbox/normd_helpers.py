@@ -162,6 +162,17 @@ class Daemon:
             self.proc.stderr.close()
 
 
+# What an X-Request-Id is echoed as when normd makes it (request_id.h).
+GENERATED_ID_RE = re.compile(r"^[0-9a-f]{32}$")
+
+
+def request_instance(request_id):
+    """A problem's `instance` for the request of this X-Request-Id: the
+    URN, with what a URN may not hold raw percent-encoded (RFC 3986)."""
+    from urllib.parse import quote
+    return "urn:normd:request:" + quote(request_id, safe="-._~!$&'()*+,;=:@/")
+
+
 def assert_problem(resp, status, code, field=None):
     """The response is an RFC 9457 problem with this status and code."""
     assert resp.status == status, resp
@@ -173,7 +184,11 @@ def assert_problem(resp, status, code, field=None):
     assert doc["type"] == "urn:normd:problem:" + code, doc
     assert isinstance(doc["title"], str) and doc["title"], doc
     assert isinstance(doc["detail"], str) and doc["detail"], doc
-    assert set(doc) <= {"type", "title", "status", "detail", "code", "field"}, doc
+    assert set(doc) <= {"type", "title", "status", "detail", "code", "field",
+                        "instance"}, doc
+    # RFC 9457 instance: this request, as its X-Request-Id names it
+    assert doc.get("instance") == request_instance(resp.header("X-Request-Id")), \
+        (doc, resp.headers)
     if field is not None:
         assert doc.get("field") == field, doc
     return doc

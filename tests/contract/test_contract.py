@@ -64,6 +64,9 @@ def check_answer(o, resp, status, example=None, record=True):
         value = cl.header(resp, name)
         if name == "Retry-After":
             assert value is not None and int(value) >= 1, resp
+        if name == "X-Request-Id":
+            assert value, "%s %s %s: no X-Request-Id" % (o.method, o.path,
+                                                          status)
         if name == "Inference-Header-Content-Length":
             framed = cl.media_type(resp) == "application/octet-stream"
             assert (value is not None) == framed, resp
@@ -101,7 +104,8 @@ def check_answer(o, resp, status, example=None, record=True):
             want = example["x-decoded"]
         else:
             want = example["value"]
-        skip = {"detail", "error"} | (VOLATILE if o.id == "info" else set())
+        # instance names the request (X-Request-Id): new each time
+        skip = {"detail", "error", "instance"} | (VOLATILE if o.id == "info" else set())
         diff = cl.differences(want, decoded, skip=skip)
         assert not diff, "%s %s %s differs from the documented example:\n%s" \
             % (o.method, o.path, status, "\n".join(diff[:20]))
@@ -422,7 +426,7 @@ def test_cors_with_a_list_of_origins(start_normd):
     assert cl.header(resp, "Access-Control-Allow-Origin") == "https://a.example"
     assert "Origin" in [t.strip() for t in cl.header(resp, "Vary").split(",")]
     assert cl.header(resp, "Access-Control-Expose-Headers") == \
-        "Retry-After, Inference-Header-Content-Length"
+        "Retry-After, Inference-Header-Content-Length, X-Request-Id"
     resp = d.get("/healthz", {"Origin": "https://b.example"})
     assert cl.header(resp, "Access-Control-Allow-Origin") is None
     resp = d.get("/healthz")

@@ -102,6 +102,7 @@ START_TEST(test_defaults) {
   ck_assert_int_eq(c.max_explain_elements, 65536);
   ck_assert_str_eq(c.cors_origins, "*");
   ck_assert_str_eq(c.log_level, "info");
+  ck_assert_str_eq(c.log_format, "text");
   ck_assert_str_eq(c.web_root, "web");
   ck_assert_str_eq(c.openapi_path, "api/openapi.yaml");
 }
@@ -122,6 +123,8 @@ START_TEST(test_set) {
   ck_assert_str_eq(c.host, "::");
   ck_assert_int_eq(config_set(&c, "log_level", "debug", err, sizeof err), 0);
   ck_assert_str_eq(c.log_level, "debug");
+  ck_assert_int_eq(config_set(&c, "log_format", "json", err, sizeof err), 0);
+  ck_assert_str_eq(c.log_format, "json");
   ck_assert_int_eq(config_set(&c, "cors_origins", "", err, sizeof err), 0);
   ck_assert_str_eq(c.cors_origins, "");
   ck_assert_int_eq(config_set(&c, "cors_origins",
@@ -214,7 +217,7 @@ START_TEST(test_repo_file_documents_every_key) {
                   "%s lacks a \"%s\" string", REPO_CONFIG, doc);
     n++;
   }
-  ck_assert_int_eq(n, 25);
+  ck_assert_int_eq(n, 26);
   json_decref(keys);
   json_decref(file);
   free(printed);
@@ -390,7 +393,7 @@ START_TEST(test_print_config) {
   json_error_t je;
   json_t *j = json_loads(out, 0, &je);
   ck_assert_msg(j != NULL, "not JSON (%s): %s", je.text, out);
-  ck_assert_int_eq(json_object_size(j), 25);
+  ck_assert_int_eq(json_object_size(j), 26);
   ck_assert_int_eq(json_integer_value(json_object_get(j, "port")), 6060);
   ck_assert_int_eq(json_integer_value(json_object_get(j, "max_inflight")), 9);
   ck_assert_int_eq(json_integer_value(json_object_get(j, "threads")), 3);
@@ -406,7 +409,7 @@ START_TEST(test_print_config) {
   int lines = 0;
   for (const char *p = out; *p; p++)
     lines += *p == '\n';
-  ck_assert_int_eq(lines, 25 + 2);
+  ck_assert_int_eq(lines, 26 + 2);
   write_temp(out, path);
   config_t back;
   config_defaults(&back);
@@ -602,6 +605,8 @@ static const set_case_t set_cases[] = {
      "log_level: must be one of error, warn, info, debug, "
      "got \"INFO\""},
     {"log_level", "", "log_level: must be one of"},
+    {"log_format", "JSON", "log_format: must be text or json, got \"JSON\""},
+    {"log_format", "", "log_format: must be text or json"},
     {"cors_origins", "example.com",
      "cors_origins: origin \"example.com\" must "
      "be http://host[:port] or https://host"},
@@ -714,6 +719,7 @@ static const flag_case_t flag_cases[] = {
     {{"--port", "--host"}, "port: not an integer: \"--host\""},
     {{"--host="}, "host: must not be empty"},
     {{"--log-level", "trace"}, "log_level: must be one of"},
+    {{"--log-format", "logfmt"}, "log_format: must be text or json"},
     /* A bad option is reported even with --help after it. */
     {{"--prot", "--help"}, "unknown option --prot"},
 };

@@ -1,9 +1,15 @@
-/* check_log.c -- log_escape: what a client puts in a method or path cannot
- * break or forge an access-log line (controls, DEL, quotes, backslashes and
- * ill-formed UTF-8 become \xHH; well-formed UTF-8 passes), and it never
- * writes past its buffer. */
+/* check_log.c -- log_escape and log_json_escape: what a client puts in a
+ * method, path, user agent or request id cannot break or forge a log line
+ * in either format (controls, DEL, C1, U+2028/9, quotes, backslashes and
+ * ill-formed UTF-8 are escaped; other UTF-8 passes), and neither writes
+ * past its buffer; log_access's lines in both formats, a JSON one parsed
+ * back with jansson. */
 #include <check.h>
+#include <jansson.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "log.h"
 
@@ -53,6 +59,181 @@ START_TEST(test_cut_at_a_whole_escape) {
 }
 END_TEST
 
+START_TEST(test_line_ends_and_c1) {
+  /* NEL (U+0085), CSI (U+009B), U+2028, U+2029: escaped byte by byte;
+   * U+00A0 and U+2027 either side of them pass */
+  ck_assert_str_eq(esc("a\xc2\x85" "b\xc2\x9b"), "a\\xc2\\x85b\\xc2\\x9b");
+  ck_assert_str_eq(esc("\xe2\x80\xa8\xe2\x80\xa9"),
+                   "\\xe2\\x80\\xa8\\xe2\\x80\\xa9");
+  ck_assert_str_eq(esc("\xc2\xa0\xe2\x80\xa7"), "\xc2\xa0\xe2\x80\xa7");
+}
+END_TEST
+
+static const char *jesc(const char *src) {
+  static char out[256];
+  log_json_escape(out, sizeof out, src);
+  return out;
+}
+
+START_TEST(test_json_plain_and_short_escapes) {
+  ck_assert_str_eq(jesc("/v1/norm/layer?x=1"), "/v1/norm/layer?x=1");
+  ck_assert_str_eq(jesc(""), "");
+  ck_assert_str_eq(jesc("a\"b\\c"), "a\\\"b\\\\c");
+  ck_assert_str_eq(jesc("\n\r\t"), "\\n\\r\\t");
+  ck_assert_str_eq(jesc("\x01\x1b[31m\x1f\x7f"),
+                   "\\u0001\\u001b[31m\\u001f\\u007f");
+  /* '/' needs no escape in JSON */
+  ck_assert_str_eq(jesc("</script>"), "</script>");
+}
+END_TEST
+
+START_TEST(test_json_utf8) {
+  /* well-formed passes */
+  ck_assert_str_eq(jesc("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"),
+                   "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
+  /* C1 and the line separators as their code points */
+  ck_assert_str_eq(jesc("\xc2\x85\xc2\x9b\xe2\x80\xa8\xe2\x80\xa9"),
+                   "\\u0085\\u009b\\u2028\\u2029");
+  /* ill-formed: each byte as \u00XX of its value */
+  ck_assert_str_eq(jesc("\xff"), "\\u00ff");
+  ck_assert_str_eq(jesc("\xc0\xaf"), "\\u00c0\\u00af");
+  ck_assert_str_eq(jesc("\xed\xa0\x80"), "\\u00ed\\u00a0\\u0080");
+  ck_assert_str_eq(jesc("a\xe2\x82"), "a\\u00e2\\u0082");
+  /* what comes out is itself a JSON string jansson reads back */
+  char doc[300];
+  snprintf(doc, sizeof doc, "[\"%s\"]", jesc("\x01\"\\\xff\xc2\x85\n"));
+  json_error_t e;
+  json_t *j = json_loads(doc, 0, &e);
+  ck_assert_msg(j != NULL, "%s: %s", doc, e.text);
+  ck_assert_str_eq(json_string_value(json_array_get(j, 0)),
+                   "\x01\"\\\xc3\xbf\xc2\x85\n");
+  json_decref(j);
+}
+END_TEST
+
+START_TEST(test_json_cut_at_a_whole_escape) {
+  char out[8];
+  /* "ab" + \u0001 (6) = 8 does not fit with the NUL: left out whole */
+  ck_assert_uint_eq(log_json_escape(out, sizeof out, "ab\x01"), 2);
+  ck_assert_str_eq(out, "ab");
+  ck_assert_uint_eq(log_json_escape(out, sizeof out, "a\x01"), 7);
+  ck_assert_str_eq(out, "a\\u0001");
+  ck_assert_uint_eq(log_json_escape(out, sizeof out, "abcd\xf0\x9f\x98\x80"), 4);
+  ck_assert_uint_eq(log_json_escape(out, 1, "abc"), 0);
+  ck_assert_str_eq(out, "");
+}
+END_TEST
+
+/* What log_access writes, caught from stderr (Check runs each test in a
+ * child, and stderr is put back anyway). */
+static char *access_line(const char *format, const log_access_t *a) {
+  static char line[8192];
+  ck_assert_int_eq(log_set_format(format), 0);
+  FILE *tmp = tmpfile();
+  ck_assert_ptr_nonnull(tmp);
+  int saved = dup(STDERR_FILENO);
+  dup2(fileno(tmp), STDERR_FILENO);
+  log_access(a);
+  fflush(stderr);
+  dup2(saved, STDERR_FILENO);
+  close(saved);
+  rewind(tmp);
+  size_t n = fread(line, 1, sizeof line - 1, tmp);
+  line[n] = '\0';
+  fclose(tmp);
+  log_set_format("text");
+  return line;
+}
+
+static const log_access_t hostile = {
+    .method = "GET",
+    .path = "/a\r\n{\"forged\":1}\xff",
+    .status = 404,
+    .bytes_in = 0,
+    .bytes_out = 120,
+    .duration_ms = 0.25,
+    .request_id = "id\"\\x",
+    .remote = "::1",
+    .user_agent = "ua\x01\"",
+    .note = ""};
+
+START_TEST(test_access_json) {
+  char *line = access_line("json", &hostile);
+  size_t n = strlen(line);
+  ck_assert_msg(n > 0 && line[n - 1] == '\n' && strchr(line, '\n') == line + n - 1,
+                "not one line: %s", line);
+  json_error_t e;
+  json_t *j = json_loads(line, 0, &e);
+  ck_assert_msg(j != NULL, "%s: %s", line, e.text);
+  ck_assert_str_eq(json_string_value(json_object_get(j, "msg")), "request");
+  ck_assert_str_eq(json_string_value(json_object_get(j, "level")), "info");
+  ck_assert_str_eq(json_string_value(json_object_get(j, "path")),
+                   "/a\r\n{\"forged\":1}\xc3\xbf");
+  ck_assert_str_eq(json_string_value(json_object_get(j, "request_id")), "id\"\\x");
+  ck_assert_str_eq(json_string_value(json_object_get(j, "user_agent")), "ua\x01\"");
+  ck_assert_str_eq(json_string_value(json_object_get(j, "remote")), "::1");
+  ck_assert_int_eq(json_integer_value(json_object_get(j, "status")), 404);
+  ck_assert_int_eq(json_integer_value(json_object_get(j, "bytes_out")), 120);
+  ck_assert(json_real_value(json_object_get(j, "duration_ms")) == 0.25);
+  ck_assert_ptr_null(json_object_get(j, "note"));
+  ck_assert_ptr_null(json_object_get(j, "forged"));
+  json_decref(j);
+}
+END_TEST
+
+START_TEST(test_access_text) {
+  log_access_t a = hostile;
+  a.note = "aborted";
+  char *line = access_line("text", &a);
+  /* the timestamp (24) and the rest */
+  ck_assert_str_eq(line + 24,
+                   " info GET /a\\x0d\\x0a{\\x22forged\\x22:1}\\xff 404 in=0 "
+                   "out=120 0.250ms id=id\\x22\\x5cx remote=::1 "
+                   "ua=\"ua\\x01\\x22\" (aborted)\n");
+}
+END_TEST
+
+START_TEST(test_access_longest_fields_stay_whole) {
+  /* every field at its longest, every byte escaped: still one whole,
+   * parseable line */
+  char path[128], id[129], ua[4096];
+  memset(path, 0x01, sizeof path - 1);
+  path[sizeof path - 1] = '\0';
+  memset(id, '"', sizeof id - 1);
+  id[sizeof id - 1] = '\0';
+  memset(ua, 0xff, sizeof ua - 1);
+  ua[sizeof ua - 1] = '\0';
+  log_access_t a = {.method = "\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01",
+                    .path = path, .status = 499, .duration_ms = 1e9,
+                    .bytes_in = INT64_MAX, .bytes_out = INT64_MAX,
+                    .request_id = id,
+                    .remote = "ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.255",
+                    .user_agent = ua, .note = "closed: connection_timeout_s"};
+  char *line = access_line("json", &a);
+  json_error_t e;
+  json_t *j = json_loads(line, 0, &e);
+  ck_assert_msg(j != NULL, "%s", e.text);
+  ck_assert_uint_eq(strlen(json_string_value(json_object_get(j, "path"))), 127);
+  ck_assert_uint_eq(strlen(json_string_value(json_object_get(j, "request_id"))), 128);
+  /* the user agent is cut to its first 128 bytes, each U+00FF (2 bytes) */
+  ck_assert_uint_eq(strlen(json_string_value(json_object_get(j, "user_agent"))), 256);
+  ck_assert_str_eq(json_string_value(json_object_get(j, "note")),
+                   "closed: connection_timeout_s");
+  json_decref(j);
+  line = access_line("text", &a);
+  ck_assert_ptr_nonnull(strstr(line, "(closed: connection_timeout_s)\n"));
+  ck_assert_ptr_eq(strchr(line, '\n'), line + strlen(line) - 1);
+}
+END_TEST
+
+START_TEST(test_format_names) {
+  ck_assert_int_eq(log_set_format("json"), 0);
+  ck_assert_int_eq(log_set_format("text"), 0);
+  ck_assert_int_eq(log_set_format("JSON"), -1);
+  ck_assert_int_eq(log_set_format(""), -1);
+}
+END_TEST
+
 Suite *log_suite(void) {
   Suite *s = suite_create("log");
   TCase *tc = tcase_create("Escape");
@@ -60,6 +241,18 @@ Suite *log_suite(void) {
   tcase_add_test(tc, test_controls_and_quotes);
   tcase_add_test(tc, test_utf8);
   tcase_add_test(tc, test_cut_at_a_whole_escape);
+  tcase_add_test(tc, test_line_ends_and_c1);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("Json");
+  tcase_add_test(tc, test_json_plain_and_short_escapes);
+  tcase_add_test(tc, test_json_utf8);
+  tcase_add_test(tc, test_json_cut_at_a_whole_escape);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("Access");
+  tcase_add_test(tc, test_access_json);
+  tcase_add_test(tc, test_access_text);
+  tcase_add_test(tc, test_access_longest_fields_stay_whole);
+  tcase_add_test(tc, test_format_names);
   suite_add_tcase(s, tc);
   return s;
 }

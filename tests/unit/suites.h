@@ -34,6 +34,7 @@
   X(codec_kserve)                                                               \
   X(numarray)                                                                  \
   X(log)                                                                       \
+  X(request_id)                                                                \
   X(ops)                                                                       \
   X(problem)                                                                   \
   X(encoding)
