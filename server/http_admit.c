@@ -309,7 +309,11 @@ void http__first_call(request_state_t *rs, const char *url,
   rs->route = rs->match.route;
   if (refuse_framing(rs, &framing)) return;
   if (rs->route == NULL) {
-    http__problem_now(rs, PROBLEM_NOT_FOUND, "no route %s; see GET /v1/info",
+    /* each protocol points at its own list of what there is */
+    http__problem_now(rs, PROBLEM_NOT_FOUND,
+                      router_is_v2(url) ? "no route %s; the models are listed "
+                                          "by POST /v2/repository/index"
+                                        : "no route %s; see GET /v1/info",
                       url);
     return;
   }
