@@ -1067,6 +1067,7 @@ test("简体中文: the string tables, the language switch and a Chinese page", 
     const shown = await visibleStrings(page);
     check(shown.length > 40, `${lesson}: ${shown.length} strings seen`);
     english.push(...englishIn(shown).map((text) => `${lesson}: ${text}`));
+    await shot(page, `3${LESSONS.indexOf(lesson)}-zh-${LESSONS.indexOf(lesson) + 1}-${lesson}.png`);
   }
   check(english.length === 0, `English left on the Chinese page:\n  ${[...new Set(english)].join("\n  ")}`);
   // the API's problems: the code's message leads, normd's English detail
@@ -1083,6 +1084,7 @@ test("简体中文: the string tables, the language switch and a Chinese page", 
   check(await page.isHidden("#try .problem details p"), "normd's English detail is folded away");
   eq(await page.getAttribute("#try .problem details p", "lang"), "en", "and marked as English");
   eq(JSON.stringify(englishIn(await visibleStrings(page))), "[]", "no English with a problem shown");
+  await shot(page, "29-zh-try-api-problem.png", {selector: "#try .problem"});
   await page.fill("#try-json", "[[1, 2,");
   await page.click("#try-run");
   await settle(page, "try");
@@ -1159,6 +1161,12 @@ test("简体中文: the browser's language picks it, and it fits a phone", async
   await checkBackward(page);
   eq((await pageWidth(page)).doc, 390, "document width");
   await shot(page, "27-zh-backward-phone-390px.png");
+  // the other lessons, driven, at the same width
+  for (const lesson of LESSONS.filter((l) => l !== "backward" && l !== "depth")) {
+    await driveLesson(page, lesson);
+    eq((await pageWidth(page)).doc, 390, `${lesson}: document width`);
+    await shot(page, `4${LESSONS.indexOf(lesson)}-zh-${LESSONS.indexOf(lesson) + 1}-${lesson}-phone-390px.png`);
+  }
 });
 
 test("the page works from another origin with ?api= (CORS)", async ({page, port, staticPort}) => {
