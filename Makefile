@@ -118,8 +118,10 @@ python-client-test: $(NORMD)
 # The teaching page (web/index.html) in Debian's chromium, driven by
 # playwright-core from npm (pinned by tests/browser/package-lock.json,
 # installed into tests/browser/node_modules, never committed; no browser is
-# downloaded): its five lessons against a live daemon, every number checked
-# against the API, a clean console, screenshots in $(BUILD)/screenshots.
+# downloaded): its seven lessons and their quizzes against a live daemon,
+# in English and 简体中文 (every visible string from the two string tables,
+# no English left on the Chinese page), every number checked against the
+# API, a clean console, screenshots in $(BUILD)/screenshots.
 # Closes with "browser: N passed, M failed".
 BROWSER_DIR := tests/browser
 $(BROWSER_DIR)/node_modules/.installed: $(BROWSER_DIR)/package.json $(BROWSER_DIR)/package-lock.json

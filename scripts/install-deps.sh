@@ -15,8 +15,12 @@ test=("${build[@]}" check python3 python3-pytest python3-numpy prometheus curl o
 bench=("${build[@]}" wrk nginx-light python3-torch python3-numpy curl)
 fixtures=(python3-torch python3-numpy)
 # make browser-test (part of make test): Debian's chromium, driven from
-# node by playwright-core (npm); a node/npm from elsewhere will do.
-browser=("${build[@]}" chromium)
+# node by playwright-core (npm); a node/npm from elsewhere will do. A CJK
+# font makes the Chinese page's screenshots readable: fonts-wqy-microhei
+# (1.6 MB download, 5 MB installed, in Debian 12) rather than
+# fonts-noto-cjk (57 MB, 91 MB installed).
+browser_extra=(chromium fonts-wqy-microhei)
+browser=("${build[@]}" "${browser_extra[@]}")
 asan=("${test[@]}")                 # gcc's libasan/libubsan come with gcc
 valgrind=("${test[@]}" valgrind)
 fuzz=("${build[@]}" clang libclang-rt-14-dev) # libFuzzer + sanitizer runtimes
@@ -35,7 +39,7 @@ prometheus=("${build[@]}" prometheus python3)
 case "${1:-build}" in
 build) want=("${build[@]}") ;;
 test|browser)
-  if [ "$1" = test ]; then want=("${test[@]}" chromium); else want=("${browser[@]}"); fi
+  if [ "$1" = test ]; then want=("${test[@]}" "${browser_extra[@]}"); else want=("${browser[@]}"); fi
   command -v npm >/dev/null && command -v node >/dev/null || want+=(nodejs npm)
   ;;
 bench) want=("${bench[@]}") ;;
