@@ -1133,6 +1133,15 @@ test("examples/embed.html on another origin draws the daemon's numbers", async (
     check(status.includes(layer.stats.mean[0].toFixed(3)), `status "${status}" shows the mean`);
   }
   check(requests.includes(`http://127.0.0.1:${port}/normd.js`), "normd.js from the daemon");
+  // the ES-module wrapper, imported across origins like any module
+  const viaModule = await page.evaluate(async (base) => {
+    const m = await import(`${base}/normd.mjs`);
+    const r = await m.client(base).layerNorm([[1, 2, 3]]);
+    return {named: typeof m.client, isDefault: m.default.client === m.client, output: Array.from(r.output, String)};
+  }, BASE);
+  eq(viaModule.named, "function", "normd.mjs's named export");
+  check(viaModule.isDefault, "normd.mjs's default export is the same client");
+  eq(viaModule.output.join(" "), Array.from((await c.layerNorm([[1, 2, 3]])).output, String).join(" "), "a layer norm through normd.mjs");
   check(requests.filter((u) => u.includes("/v1/")).every((u) => u.startsWith(`http://127.0.0.1:${port}/`)), "API calls to normd");
   await shot(page, "28-embed-another-origin.png");
 });
