@@ -195,9 +195,10 @@
       if (this.apiKey) headers.Authorization = `Bearer ${this.apiKey}`;
       const entry = {method, path, url: this.url(path), body: text, status: null, ms: 0, response: null};
       if (this.onrequest) this.onrequest(entry);
-      const t0 = Date.now();
+      const now = () => (typeof performance !== "undefined" ? performance.now() : Date.now());
+      const t0 = now();
       const done = (status, doc) => {
-        Object.assign(entry, {status, ms: Date.now() - t0, response: doc});
+        Object.assign(entry, {status, ms: now() - t0, response: doc});
         if (this.onresponse) this.onresponse(entry);
       };
       const abort = typeof AbortController === "function" ? new AbortController() : null;
