@@ -115,13 +115,16 @@ blackbox-test: $(NORMD) $(EXAMPLE_CLIENT)
 python-client-test: $(NORMD)
 	PYTHONPATH=clients/python /usr/bin/python3 -m pytest -q clients/python/tests
 
-# The teaching page (web/index.html) in Debian's chromium, driven by
+# web/normd.js, the JavaScript client, under Node against a live daemon
+# (node:test: every operation with a numeric check, dtypes, errors); then
+# the teaching page (web/index.html), which runs on it, in Debian's chromium, driven by
 # playwright-core from npm (pinned by tests/browser/package-lock.json,
 # installed into tests/browser/node_modules, never committed; no browser is
 # downloaded): its seven lessons and their quizzes against a live daemon,
 # in English and 简体中文 (every visible string from the two string tables,
 # no English left on the Chinese page), every number checked against the
-# API, a clean console, screenshots in $(BUILD)/screenshots.
+# API, a clean console, examples/embed.html on a second origin drawing from
+# the daemon, screenshots in $(BUILD)/screenshots.
 # Closes with "browser: N passed, M failed".
 BROWSER_DIR := tests/browser
 $(BROWSER_DIR)/node_modules/.installed: $(BROWSER_DIR)/package.json $(BROWSER_DIR)/package-lock.json
@@ -131,6 +134,7 @@ $(BROWSER_DIR)/node_modules/.installed: $(BROWSER_DIR)/package.json $(BROWSER_DI
 browser-test:
 	@scripts/install-deps.sh browser
 	$(MAKE) --no-print-directory $(NORMD) $(BROWSER_DIR)/node_modules/.installed
+	NORMD_BIN=$(NORMD) node --test --test-reporter=spec $(BROWSER_DIR)/normd_js.test.mjs
 	NORMD_BIN=$(NORMD) SCREENSHOTS=$(BUILD)/screenshots node $(BROWSER_DIR)/run.mjs
 
 # Installs what is missing, runs the unit tests, the browser test, then the

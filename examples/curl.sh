@@ -103,6 +103,9 @@ printf '\n== GET /openapi.yaml (first lines)\n'
 curl -sS --fail-with-body "${AUTH[@]}" "$URL/openapi.yaml" | sed -n 1,3p
 printf '\n== GET / (the visualizer)\n'
 curl -sS --fail "${AUTH[@]}" -o /dev/null -w 'HTTP %{http_code}, %{content_type}, %{size_download} bytes\n' "$URL/"
+printf '\n== GET /normd.js and /normd.mjs (the JavaScript client)\n'
+curl -sS --fail "${AUTH[@]}" -o /dev/null -w 'HTTP %{http_code}, %{content_type}, %{size_download} bytes\n' "$URL/normd.js"
+curl -sS --fail "${AUTH[@]}" -o /dev/null -w 'HTTP %{http_code}, %{content_type}, %{size_download} bytes\n' "$URL/normd.mjs"
 printf '\n== HEAD /healthz and OPTIONS /v1/norm/layer (CORS preflight)\n'
 curl -sS --fail-with-body "${AUTH[@]}" -I "$URL/healthz" | sed -n 1p
 curl -sS --fail-with-body -X OPTIONS -D - -o /dev/null "$URL/v1/norm/layer" -H 'Origin: https://app.example' |

@@ -1,6 +1,7 @@
 /* http_get.c -- the small routes, answered on the HTTP thread without the
  * pool: health and readiness (/v1 and /v2), /metrics, /v1/info, the files
- * (/openapi.yaml, the page at /), v2 server and model metadata, Triton's
+ * (/openapi.yaml, the page at /, its JavaScript client /normd.js and
+ * /normd.mjs), v2 server and model metadata, Triton's
  * model configuration, statistics and repository (a POST whose body does
  * not matter), the extensions normd does not have, and CORS preflights. Also the one whole-file reader (http.c reads the TLS
  * certificate and key with it). */
@@ -162,6 +163,10 @@ void http__get_reply(request_state_t *rs) {
   case H_WEB:
     snprintf(path, sizeof path, "%s/index.html", srv->cfg->web_root);
     file_reply(rs, path, "text/html; charset=utf-8");
+    break;
+  case H_WEB_SCRIPT: /* the route is the file's name under web_root */
+    snprintf(path, sizeof path, "%s%s", srv->cfg->web_root, rs->route->path);
+    file_reply(rs, path, "text/javascript; charset=utf-8");
     break;
   case H_V2_SERVER:
     kserve_server_metadata(&b);

@@ -28,6 +28,8 @@ const route_t router_routes[] = {
     {"/v1/info", GET_ROUTES, H_INFO, OP_COUNT},
     {"/openapi.yaml", GET_ROUTES, H_OPENAPI, OP_COUNT},
     {"/", GET_ROUTES, H_WEB, OP_COUNT},
+    {"/normd.js", GET_ROUTES, H_WEB_SCRIPT, OP_COUNT},
+    {"/normd.mjs", GET_ROUTES, H_WEB_SCRIPT, OP_COUNT},
     {"/v2", GET_ROUTES, H_V2_SERVER, OP_COUNT},
     {"/v2/health/live", GET_ROUTES, H_V2_LIVE, OP_COUNT},
     {"/v2/health/ready", GET_ROUTES, H_V2_READY, OP_COUNT},

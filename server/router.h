@@ -16,6 +16,7 @@ typedef enum {
   H_INFO,
   H_OPENAPI,
   H_WEB,
+  H_WEB_SCRIPT, /* GET /normd.js, /normd.mjs: the JavaScript client */
   H_V2_SERVER,      /* GET /v2: server metadata */
   H_V2_LIVE,        /* GET /v2/health/live */
   H_V2_READY,       /* GET /v2/health/ready */

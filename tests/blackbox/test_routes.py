@@ -231,7 +231,7 @@ def test_info(daemon):
         assert paths["/v1/norm/" + op] == "POST, OPTIONS"
         assert paths["/v1/norm/%s/backward" % op] == "POST, OPTIONS"
     for p in ("/healthz", "/readyz", "/metrics", "/v1/info", "/openapi.yaml",
-              "/"):
+              "/", "/normd.js", "/normd.mjs"):
         assert paths[p] == "GET, HEAD, OPTIONS"
 
 
@@ -263,7 +263,18 @@ def test_web_root(daemon):
     assert b"<html" in r.body.lower()
 
 
-@pytest.mark.parametrize("path", ["/healthz", "/v1/info", "/"])
+@pytest.mark.parametrize("name", ["normd.js", "normd.mjs"])
+def test_javascript_client(daemon, name):
+    # the JavaScript client and its ES-module wrapper, from web_root, with
+    # CORS so that a page on another origin can load and import them
+    r = daemon.get("/" + name, headers={"Origin": "http://elsewhere.example"})
+    assert r.status == 200
+    assert r.content_type == "text/javascript; charset=utf-8"
+    assert r.body == (REPO_ROOT / "web" / name).read_bytes()
+    assert r.header("Access-Control-Allow-Origin") in ("*", "http://elsewhere.example")
+
+
+@pytest.mark.parametrize("path", ["/healthz", "/v1/info", "/", "/normd.js"])
 def test_head_on_get_route(daemon, path):
     get = daemon.get(path)
     head = daemon.request("HEAD", path)

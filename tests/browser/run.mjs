@@ -6,8 +6,10 @@
 // form inputs. After every change it takes the request the page sent (the
 // page logs them in window.normdApiLog), sends the same request from Node,
 // and checks that every number the page shows is the API's answer. It also
-// loads the page from another origin (?api=...), checks that the browser
-// console stays free of errors, and saves screenshots.
+// loads the page from another origin (?api=...), and alone there (it loads
+// normd.js from the daemon), opens examples/embed.html from that origin and
+// checks its chart against the API, checks that the browser console stays
+// free of errors, and saves screenshots.
 //
 // Usage: node tests/browser/run.mjs   (from anywhere; exit status 0 = pass)
 // Environment: NORMD_BIN (default build/normd), CHROMIUM (default
@@ -23,6 +25,8 @@ import path from "node:path";
 import {fileURLToPath} from "node:url";
 
 import {chromium} from "playwright-core";
+
+import normdJs from "../../web/normd.js";
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const REPO = path.resolve(HERE, "../..");
@@ -92,14 +96,23 @@ function startNormd() {
   });
 }
 
-// Another origin serving only the page, to check that it works there (CORS).
+// Another origin, to check that pages work there (CORS): a static host of
+// web/ (the page and normd.js beside it), the page alone under /alone/
+// (no normd.js there: it loads the daemon's), and examples/embed.html.
 function startStatic() {
-  const page = fs.readFileSync(path.join(REPO, "web/index.html"));
+  const files = {
+    "/": ["web/index.html", "text/html; charset=utf-8"],
+    "/index.html": ["web/index.html", "text/html; charset=utf-8"],
+    "/normd.js": ["web/normd.js", "text/javascript; charset=utf-8"],
+    "/alone/": ["web/index.html", "text/html; charset=utf-8"],
+    "/embed.html": ["examples/embed.html", "text/html; charset=utf-8"],
+  };
   const server = http.createServer((req, res) => {
     const url = new URL(req.url, "http://x");
-    if (url.pathname === "/" || url.pathname === "/index.html") {
-      res.writeHead(200, {"Content-Type": "text/html; charset=utf-8"});
-      res.end(page);
+    const file = files[url.pathname];
+    if (file) {
+      res.writeHead(200, {"Content-Type": file[1]});
+      res.end(fs.readFileSync(path.join(REPO, file[0])));
     } else {
       res.writeHead(404);
       res.end();
@@ -192,8 +205,13 @@ const tests = [];
 const test = (name, fn) => tests.push({name, fn});
 
 test("the page loads, connects to normd and shows seven lessons", async ({page, port}) => {
+  const scripts = [];
+  page.on("request", (r) => { if (r.resourceType() === "script") scripts.push(r.url()); });
   await page.goto(`${BASE}/`);
   await page.waitForSelector("#api-status.ok", {timeout: 10000});
+  // its requests go through normd.js, the client the daemon serves
+  eq(scripts.join(" "), `${BASE}/normd.js`, "the page's one script file");
+  eq(await page.evaluate(() => typeof window.normd.client), "function", "normd.js's global");
   const info = await (await fetch(`${BASE}/v1/info`)).json();
   const status = await page.textContent("#api-status");
   check(status.includes(info.version), `status "${status}" lacks version ${info.version}`);
@@ -1175,6 +1193,7 @@ test("the page works from another origin with ?api= (CORS)", async ({page, port,
   await page.goto(`http://127.0.0.1:${staticPort}/?api=http://127.0.0.1:${port}#try`);
   await page.waitForSelector("#api-status.ok", {timeout: 10000});
   eq(await page.inputValue("#api-base"), `http://127.0.0.1:${port}`, "API base from ?api=");
+  check(requests.includes(`http://127.0.0.1:${staticPort}/normd.js`), "normd.js from beside the page");
   await checkTry(page, {norm: "layer"});
   const apiCalls = requests.filter((u) => u.includes("/v1/"));
   check(apiCalls.length > 0 && apiCalls.every((u) => u.startsWith(`http://127.0.0.1:${port}/`)), "every API call goes to normd");
@@ -1196,6 +1215,55 @@ test("the page works from another origin with ?api= (CORS)", async ({page, port,
   await page.waitForSelector("#api-status.ok", {timeout: 10000});
   await checkPrePost(page, {layers: 48});
   check(await page.isHidden("#prepost .problem"), "the problem is gone");
+});
+
+test("the page alone on another host loads normd.js from the daemon", async ({page, port, staticPort}) => {
+  const requests = [];
+  page.on("request", (r) => requests.push(r.url()));
+  await expectingConsoleErrors([/Failed to load resource.*404/], async () => {
+    await page.goto(`http://127.0.0.1:${staticPort}/alone/?api=http://127.0.0.1:${port}#lnrms`);
+    await page.waitForSelector("#api-status.ok", {timeout: 10000});
+  });
+  check(requests.includes(`http://127.0.0.1:${staticPort}/alone/normd.js`), "tried beside the page first");
+  check(requests.includes(`http://127.0.0.1:${port}/normd.js`), "then the daemon's");
+  await settle(page, "lnrms");
+  const last = await lastCall(page, "/v1/norm/layer");
+  eq(last.status, 200, "the lesson's request through the daemon's normd.js");
+});
+
+// examples/embed.html: normd.js from the daemon, a chart of LayerNorm(x) and
+// RMSNorm(x) for x = sin(i / 2) + shift, i < 16; every bar is the API's number.
+test("examples/embed.html on another origin draws the daemon's numbers", async ({page, port, staticPort}) => {
+  const requests = [];
+  page.on("request", (r) => requests.push(r.url()));
+  await page.goto(`http://127.0.0.1:${staticPort}/embed.html?url=http://127.0.0.1:${port}`);
+  const c = normdJs.client(BASE);
+  for (const shift of ["2", "-3.5"]) {
+    if (shift !== "2") await page.$eval("#shift", (el, v) => { el.value = v; el.dispatchEvent(new Event("input")); }, shift);
+    await page.waitForSelector(`#chart[data-shift="${shift}"]`, {timeout: 10000});
+    const x = Float32Array.from({length: 16}, (_, i) => Math.sin(i / 2) + Number(shift));
+    const [layer, rms] = await Promise.all([c.layerNorm(x), c.rmsNorm(x)]);
+    const bars = await page.$$eval("#chart rect", (rs) => rs.map((r) => ({fill: r.getAttribute("fill"), value: r.dataset.value,
+      height: Number(r.getAttribute("height"))})));
+    const drawn = (fill) => bars.filter((b) => b.fill === fill);
+    eq(drawn("#009E73").map((b) => b.value).join(" "), Array.from(layer.output, String).join(" "), `LayerNorm bars, shift ${shift}`);
+    eq(drawn("#D55E00").map((b) => b.value).join(" "), Array.from(rms.output, String).join(" "), `RMSNorm bars, shift ${shift}`);
+    check(bars.some((b) => b.height > 10), "the bars have heights");
+    const status = await page.textContent("#status");
+    check(status.includes(layer.stats.mean[0].toFixed(3)), `status "${status}" shows the mean`);
+  }
+  check(requests.includes(`http://127.0.0.1:${port}/normd.js`), "normd.js from the daemon");
+  // the ES-module wrapper, imported across origins like any module
+  const viaModule = await page.evaluate(async (base) => {
+    const m = await import(`${base}/normd.mjs`);
+    const r = await m.client(base).layerNorm([[1, 2, 3]]);
+    return {named: typeof m.client, isDefault: m.default.client === m.client, output: Array.from(r.output, String)};
+  }, BASE);
+  eq(viaModule.named, "function", "normd.mjs's named export");
+  check(viaModule.isDefault, "normd.mjs's default export is the same client");
+  eq(viaModule.output.join(" "), Array.from((await c.layerNorm([[1, 2, 3]])).output, String).join(" "), "a layer norm through normd.mjs");
+  check(requests.filter((u) => u.includes("/v1/")).every((u) => u.startsWith(`http://127.0.0.1:${port}/`)), "API calls to normd");
+  await shot(page, "45-embed-another-origin.png");
 });
 
 test("the browser console has no errors", async () => {
