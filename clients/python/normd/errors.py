@@ -134,6 +134,7 @@ CODE_CLASSES = {
     "malformed_json": BadRequest, "duplicate_key": BadRequest,
     "too_deep": BadRequest, "too_many_parameters": BadRequest,
     "bad_request": BadRequest, "missing_header_length": BadRequest,
+    "bad_content_encoding": BadRequest,  # a corrupt or cut gzip / deflate body
     "bad_header_length": BadRequest, "binary_truncated": BadRequest,
     "binary_size_mismatch": BadRequest,  # 400 leftover bytes; 422 below
     "binary_without_framing": BadRequest, "npy_bad_magic": BadRequest,
