@@ -80,6 +80,8 @@ def test_errors_carry_the_problem(client, case):
     assert (e.status, e.code, e.field) == (status, code, field), e
     assert isinstance(e.detail, str) and e.detail
     assert code in str(e)
+    # the daemon names every answer; the error keeps the name (logs match)
+    assert e.request_id and len(e.request_id) >= 16, e.request_id
 
 
 def test_error_on_a_route_without_tensors(daemon):
