@@ -51,16 +51,18 @@ open(f"{out}/large.json", "wb").write(body)
 open(f"{out}/large.json.gz", "wb").write(gzip.compress(body, 1, mtime=0))
 PY
 
-"$NORMD" --config config/normd.json --host 127.0.0.1 --port 0 --log-level warn \
+# A free port, then /healthz until it answers (the startup line that named
+# the port is logged at info, and this run is at warn).
+port=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+"$NORMD" --config config/normd.json --host 127.0.0.1 --port "$port" --log-level warn \
   --max-inflight 100000 2>"$work/normd.log" &
 pids+=($!)
-port=""
+up=""
 for _ in $(seq 100); do
-  port=$(sed -n 's/.*listening on http:\/\/[^:]*:\([0-9]*\).*/\1/p' "$work/normd.log")
-  [ -n "$port" ] && break
+  curl -sf -o /dev/null "http://127.0.0.1:$port/healthz" && { up=1; break; }
   sleep 0.05
 done
-[ -n "$port" ] || { cat "$work/normd.log" >&2; exit 1; }
+[ -n "$up" ] || { cat "$work/normd.log" >&2; exit 1; }
 url="http://127.0.0.1:$port/v1/norm/layer"
 
 # One identity answer, for table 1 and as the reference the others match.
