@@ -17,6 +17,19 @@ scale-copy with streaming stores, and the ratio against it. Targets (issue 8): f
 of the ceiling; every row at least as fast as PyTorch; 2 threads >= 1.6x
 the 1-thread figure for tensors >= 16 MiB.
 
+Then the backward passes (issue 20), in a second table:
+
+| case | normd | 3-stream ceiling | PyTorch | ratio | vs PyTorch | target |
+
+GB/s = (bytes of x and dy read + bytes of dx written) / best time, the
+ceiling the three-stream loop z = a*x + b*y over the same bytes (plain, and
+in brackets with streaming stores for tensors >= 16 MiB), PyTorch the
+backward alone of torch.autograd.grad of the functional op w.r.t. the input,
+weight and bias (the graph built once, the grad repeated on it). Batch eval
+has no row: its backward is dx = rstd * w * dy, a scale. Targets: ahead of
+PyTorch in every row; float32 tensors >= 16 MiB on 1 thread >= 0.6 of the
+three-stream ceiling.
+
 Usage: bench/kernel_table.py [path/to/kernel_bench]
 """
 import os
@@ -77,6 +90,30 @@ def torch_fn(op, shape, dtype):
         return (lambda: F.instance_norm(x, weight=w, bias=b, eps=1e-5)), x
 
 
+def torch_backward_fn(op, shape, dtype):
+    """The backward alone: the graph built once, grad repeated on it."""
+    g = torch.Generator().manual_seed(42)
+    x = (torch.rand(shape, generator=g) * 5 - 2).to(dtype).requires_grad_()
+    n = shape[-1] if op in ("layer", "rms") else shape[1]
+    w = (torch.rand(n, generator=g) + 0.5).to(dtype).requires_grad_()
+    b = (torch.rand(n, generator=g) - 0.5).to(dtype).requires_grad_()
+    dy = (torch.rand(shape, generator=g) * 2 - 1).to(dtype)
+    rm = torch.zeros(n, dtype=dtype)
+    rv = torch.ones(n, dtype=dtype)
+    inputs = (x, w, b)
+    if op == "layer":
+        y = F.layer_norm(x, (n,), w, b, 1e-5)
+    elif op == "rms":
+        y, inputs = rms_norm(x, w), (x, w)
+    elif op == "group":
+        y = F.group_norm(x, 32, w, b, 1e-5)
+    elif op == "batch_train":
+        y = F.batch_norm(x, rm, rv, w, b, True, 0.1, 1e-5)
+    else:
+        y = F.instance_norm(x, weight=w, bias=b, eps=1e-5)
+    return (lambda: torch.autograd.grad(y, inputs, dy, retain_graph=True)), x
+
+
 def best_time(fn):
     with torch.no_grad():
         fn()  # warm up
@@ -89,29 +126,33 @@ def best_time(fn):
     return best
 
 
-def torch_gbps(case, dtype, threads):
+def torch_gbps(case, dtype, threads, backward=False):
     op, shape = CASES[case]
     torch.set_num_threads(threads)
     try:
-        fn, x = torch_fn(op, shape, DTYPES[dtype])
+        fn, x = (torch_backward_fn if backward else torch_fn)(
+            op, shape, DTYPES[dtype])
         fn()
     except (RuntimeError, NotImplementedError) as e:  # e.g. no bf16 kernel
         return None, str(e).splitlines()[0][:40]
     nbytes = x.numel() * x.element_size()
-    return 2 * nbytes / best_time(fn) / 1e9, None
+    streams = 3 if backward else 2  # x, dy read and dx written; x and y
+    return streams * nbytes / best_time(fn) / 1e9, None
 
 
 def main():
     out = subprocess.run([BIN], check=True, capture_output=True, text=True).stdout
     simd = "?"
-    rows = []
+    rows, bw_rows = [], []
     for line in out.splitlines():
         if line.startswith("#simd|"):
             simd = line.split("|")[1]
             continue
-        case, dtype, threads, normd, ceil, ceil_nt = line.split("|")
-        rows.append((case, dtype, int(threads), float(normd), float(ceil),
-                     float(ceil_nt)))
+        backward = line.startswith("bw|")
+        case, dtype, threads, normd, ceil, ceil_nt = line.split("|")[backward:]
+        (bw_rows if backward else rows).append(
+            (case, dtype, int(threads), float(normd), float(ceil),
+             float(ceil_nt)))
     one = {(c, d): n for c, d, t, n, _, _ in rows if t == 1}
 
     print("kernel GB/s (x read + y written): normd (simd=%s) vs scale-copy "
@@ -150,6 +191,48 @@ def main():
             verdict or "-"))
     print()
     print("targets: %d met, %d missed" % (met, missed))
+    backward_table(simd, bw_rows)
+
+
+def backward_table(simd, rows):
+    """The backward rows against torch autograd and z = a*x + b*y."""
+    print()
+    print("backward GB/s (x and dy read + dx written): normd (simd=%s) vs "
+          "three-stream z = a*x + b*y vs PyTorch %s autograd, same threads"
+          % (simd, torch.__version__))
+    print()
+    print("| case | normd | 3-stream ceiling | PyTorch | ratio | vs PyTorch "
+          "| target |")
+    print("|---|---|---|---|---|---|---|")
+    met = missed = 0
+    for case, dtype, threads, normd, ceil, ceil_nt in rows:
+        op, shape = CASES[case]
+        numel = 1
+        for s in shape:
+            numel *= s
+        nbytes = numel * (4 if dtype == "float32" else 2)
+        tgbps, why = torch_gbps(case, dtype, threads, backward=True)
+        checks = []
+        if tgbps is not None:
+            checks.append(("ahead of PyTorch", normd > tgbps))
+        if dtype == "float32" and threads == 1 and nbytes >= SIXTEEN_MIB:
+            checks.append((">= 0.6 ceiling", normd >= 0.6 * ceil))
+            checks.append((">= 0.6 streaming ceiling", normd >= 0.6 * ceil_nt))
+        verdict = ", ".join("%s %s" % (n, "met" if ok else "MISSED")
+                            for n, ok in checks)
+        met += sum(ok for _, ok in checks)
+        missed += sum(not ok for _, ok in checks)
+        streamed = nbytes >= SIXTEEN_MIB
+        print("| %s %s %dT | %.1f | %s | %s | %s | %s | %s |" % (
+            case, dtype, threads, normd,
+            "%.1f (%.1f)" % (ceil, ceil_nt) if streamed else "%.1f" % ceil,
+            "%.1f" % tgbps if tgbps is not None else "n/a (%s)" % why,
+            "%.2f (%.2f)" % (normd / ceil, normd / ceil_nt) if streamed
+            else "%.2f" % (normd / ceil),
+            "%.2fx" % (normd / tgbps) if tgbps else "-",
+            verdict or "-"))
+    print()
+    print("backward targets: %d met, %d missed" % (met, missed))
 
 
 if __name__ == "__main__":
