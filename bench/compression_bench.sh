@@ -24,17 +24,7 @@ DURATION=${DURATION:-5}
 CONNECTIONS=${CONNECTIONS:-8}
 WRK_THREADS=${WRK_THREADS:-2}
 ROUNDS=${ROUNDS:-2}
-NORMD=./build/normd
-work=$(mktemp -d /tmp/normd-zbench.XXXXXX)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-[ -x "$NORMD" ] || { echo "build first: make" >&2; exit 1; }
+. bench/daemon.sh zbench  # $work, $pids, free_port, start_normd
 command -v wrk >/dev/null || { echo "needs wrk (apt-get install -y wrk)" >&2; exit 1; }
 
 # The request: layer norm of 512x2048 float32, deterministic data (as
@@ -51,18 +41,7 @@ open(f"{out}/large.json", "wb").write(body)
 open(f"{out}/large.json.gz", "wb").write(gzip.compress(body, 1, mtime=0))
 PY
 
-# A free port, then /healthz until it answers (the startup line that named
-# the port is logged at info, and this run is at warn).
-port=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-"$NORMD" --config config/normd.json --host 127.0.0.1 --port "$port" --log-level warn \
-  --max-inflight 100000 2>"$work/normd.log" &
-pids+=($!)
-up=""
-for _ in $(seq 100); do
-  curl -sf -o /dev/null "http://127.0.0.1:$port/healthz" && { up=1; break; }
-  sleep 0.05
-done
-[ -n "$up" ] || { cat "$work/normd.log" >&2; exit 1; }
+start_normd
 url="http://127.0.0.1:$port/v1/norm/layer"
 
 # One identity answer, for table 1 and as the reference the others match.

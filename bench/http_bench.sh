@@ -15,18 +15,8 @@ cd "$(dirname "$0")/.."
 DURATION=${DURATION:-10}
 CONNECTIONS=${CONNECTIONS:-16}
 WRK_THREADS=${WRK_THREADS:-2}
-NORMD=./build/normd
-work=$(mktemp -d /tmp/normd-bench.XXXXXX)
+. bench/daemon.sh bench  # $work, $pids, free_port, start_normd
 chmod 755 "$work"
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-[ -x "$NORMD" ] || { echo "build first: make" >&2; exit 1; }
 
 # Request bodies: layer norm over the last dim, deterministic data, as JSON,
 # as .npy, and in the binary framing (JSON header + raw float32).
@@ -53,18 +43,7 @@ for name, rows, cols in (("small", 1, 768), ("large", 512, 2048)):
         f.write(str(len(meta)))
 PY
 
-# A free port picked here, not --port 0: at --log-level warn the daemon does
-# not print its (info) startup line, so there is no port to read from it.
-port=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-"$NORMD" --config config/normd.json --host 127.0.0.1 --port "$port" --log-level warn \
-  --max-inflight 100000 2>"$work/normd.log" &
-pids+=($!)
-up=""
-for _ in $(seq 100); do
-  curl -sf -o /dev/null "http://127.0.0.1:$port/healthz" && { up=1; break; }
-  sleep 0.05
-done
-[ -n "$up" ] || { cat "$work/normd.log" >&2; exit 1; }
+start_normd
 
 mkdir -p "$work/www"
 # case name, request file, Content-Type, Accept
@@ -85,7 +64,7 @@ for c in "${cases[@]}"; do
   i=$((i + 1))
 done
 
-nginx_port=$(/usr/bin/python3 -c "import socket; s = socket.socket(); s.bind((\"127.0.0.1\", 0)); print(s.getsockname()[1])")
+nginx_port=$(free_port)
 cat >"$work/nginx.conf" <<NGINX
 worker_processes 2;
 daemon off;
