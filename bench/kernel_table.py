@@ -157,17 +157,8 @@ def main():
 
     print("kernel GB/s (x read + y written): normd (simd=%s) vs scale-copy "
           "y = a*x + b vs PyTorch %s, same threads" % (simd, torch.__version__))
-    print()
-    print("| case | normd | memory ceiling | PyTorch | ratio | vs PyTorch | target |")
-    print("|---|---|---|---|---|---|---|")
-    met = missed = 0
-    for case, dtype, threads, normd, ceil, ceil_nt in rows:
-        op, shape = CASES[case]
-        numel = 1
-        for s in shape:
-            numel *= s
-        nbytes = numel * (4 if dtype == "float32" else 2)
-        tgbps, why = torch_gbps(case, dtype, threads)
+
+    def forward_checks(case, dtype, threads, normd, ceil, ceil_nt, nbytes, tgbps):
         checks = []
         if tgbps is not None:
             checks.append((">= PyTorch", normd >= tgbps))
@@ -176,21 +167,9 @@ def main():
             checks.append((">= 80% streaming ceiling", normd >= 0.8 * ceil_nt))
         if threads == 2 and nbytes >= SIXTEEN_MIB:
             checks.append((">= 1.6x 1 thread", normd >= 1.6 * one[(case, dtype)]))
-        verdict = ", ".join("%s %s" % (n, "met" if ok else "MISSED")
-                            for n, ok in checks)
-        met += sum(ok for _, ok in checks)
-        missed += sum(not ok for _, ok in checks)
-        streamed = nbytes >= SIXTEEN_MIB
-        print("| %s %s %dT | %.1f | %s | %s | %s | %s | %s |" % (
-            case, dtype, threads, normd,
-            "%.1f (%.1f)" % (ceil, ceil_nt) if streamed else "%.1f" % ceil,
-            "%.1f" % tgbps if tgbps is not None else "n/a (%s)" % why,
-            "%.2f (%.2f)" % (normd / ceil, normd / ceil_nt) if streamed
-            else "%.2f" % (normd / ceil),
-            "%.2fx" % (normd / tgbps) if tgbps else "-",
-            verdict or "-"))
-    print()
-    print("targets: %d met, %d missed" % (met, missed))
+        return checks
+
+    print_table(rows, "memory ceiling", False, forward_checks, "targets")
     backward_table(simd, bw_rows)
 
 
@@ -200,9 +179,27 @@ def backward_table(simd, rows):
     print("backward GB/s (x and dy read + dx written): normd (simd=%s) vs "
           "three-stream z = a*x + b*y vs PyTorch %s autograd, same threads"
           % (simd, torch.__version__))
+
+    def backward_checks(case, dtype, threads, normd, ceil, ceil_nt, nbytes, tgbps):
+        checks = []
+        if tgbps is not None:
+            checks.append(("ahead of PyTorch", normd > tgbps))
+        if dtype == "float32" and threads == 1 and nbytes >= SIXTEEN_MIB:
+            checks.append((">= 0.6 ceiling", normd >= 0.6 * ceil))
+            checks.append((">= 0.6 streaming ceiling", normd >= 0.6 * ceil_nt))
+        return checks
+
+    print_table(rows, "3-stream ceiling", True, backward_checks,
+                "backward targets")
+
+
+def print_table(rows, ceiling_name, backward, checks_of, summary):
+    """One markdown table of kernel rows (case, dtype, threads, normd GB/s,
+    ceiling, streaming ceiling) beside PyTorch, each row marked against the
+    targets checks_of gives it (name, met), and the count of both."""
     print()
-    print("| case | normd | 3-stream ceiling | PyTorch | ratio | vs PyTorch "
-          "| target |")
+    print("| case | normd | %s | PyTorch | ratio | vs PyTorch | target |"
+          % ceiling_name)
     print("|---|---|---|---|---|---|---|")
     met = missed = 0
     for case, dtype, threads, normd, ceil, ceil_nt in rows:
@@ -211,13 +208,9 @@ def backward_table(simd, rows):
         for s in shape:
             numel *= s
         nbytes = numel * (4 if dtype == "float32" else 2)
-        tgbps, why = torch_gbps(case, dtype, threads, backward=True)
-        checks = []
-        if tgbps is not None:
-            checks.append(("ahead of PyTorch", normd > tgbps))
-        if dtype == "float32" and threads == 1 and nbytes >= SIXTEEN_MIB:
-            checks.append((">= 0.6 ceiling", normd >= 0.6 * ceil))
-            checks.append((">= 0.6 streaming ceiling", normd >= 0.6 * ceil_nt))
+        tgbps, why = torch_gbps(case, dtype, threads, backward=backward)
+        checks = checks_of(case, dtype, threads, normd, ceil, ceil_nt, nbytes,
+                           tgbps)
         verdict = ", ".join("%s %s" % (n, "met" if ok else "MISSED")
                             for n, ok in checks)
         met += sum(ok for _, ok in checks)
@@ -232,7 +225,7 @@ def backward_table(simd, rows):
             "%.2fx" % (normd / tgbps) if tgbps else "-",
             verdict or "-"))
     print()
-    print("backward targets: %d met, %d missed" % (met, missed))
+    print("%s: %d met, %d missed" % (summary, met, missed))
 
 
 if __name__ == "__main__":
