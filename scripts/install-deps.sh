@@ -12,7 +12,8 @@ build=(gcc make pkg-config libmicrohttpd-dev libjansson-dev libuv1-dev libgnutls
 # the Python client's install test builds it in a venv with Debian's setuptools.
 test=("${build[@]}" check python3 python3-pytest python3-numpy prometheus curl openssl
   python3-yaml python3-jsonschema libcurl4-openssl-dev python3-setuptools python3-venv)
-bench=("${build[@]}" wrk nginx-light python3-torch python3-numpy curl)
+bench=("${build[@]}" wrk nginx-light python3-torch python3-numpy curl
+       python3-fastapi python3-uvicorn python3-uvloop python3-httptools)
 fixtures=(python3-torch python3-numpy)
 # make browser-test (part of make test): Debian's chromium, driven from
 # node by playwright-core (npm); a node/npm from elsewhere will do. A CJK
