@@ -753,20 +753,24 @@ static void KFN(axpb_bf16_bf16_f)(const void *xv, void *yv, size_t n,
       __m256i b1 = axpb_bf16_lanes8(x + i + 8, va, vc, ea, ec, &bad1);
       /* packus interleaves the 128-bit halves: put them back in order */
       __m256i out = _mm256_permute4x64_epi64(_mm256_packus_epi32(b0, b1), 0xD8);
-      _mm256_storeu_si256((__m256i *)(y + i), out);
       if (__builtin_expect(!_mm256_testz_si256(_mm256_or_si256(bad0, bad1), high), 0)) {
-        /* the lanes not taken, by the double path's formula one
-         * element at a time (its tail: the same bits as its body) */
+        /* the lanes not taken, by the double path's formula one element
+         * at a time (its tail: the same bits as its body), from x before
+         * the store (y may be x) */
         const __m256i zero = _mm256_setzero_si256();
         unsigned good =
             (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(
                 _mm256_and_si256(bad0, high), zero))) |
             (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(
                 _mm256_and_si256(bad1, high), zero))) << 8;
+        uint16_t lanes[16];
+        memcpy(lanes, &out, sizeof lanes);
         for (unsigned j = 0; j < 16; j++)
           if (!(good >> j & 1u))
-            s_bf16(y + i + j, sfma(e_bf16(x + i + j) - shift, a, c));
+            s_bf16(lanes + j, sfma(e_bf16(x + i + j) - shift, a, c));
+        memcpy(&out, lanes, sizeof lanes);
       }
+      _mm256_storeu_si256((__m256i *)(y + i), out);
     }
   }
   KFN(axpb_bf16_bf16)(x + i, y + i, n - i, shift, a, c, stream);
