@@ -238,13 +238,31 @@ static int check_affine_f32(const kern_t *k) {
   return bad;
 }
 
+/* The double path of the AVX2 table's bfloat16 axpb, one element at a
+ * time: RNE_bf16(fma(x - shift, a, c)), what its vector body and tail
+ * compute (kern_impl.h's AXPB_LOOPS and sfma), as the reference for that
+ * table's float-lane path. */
+static void axpb_bf16_fma_ref(const void *xv, void *yv, size_t n, double shift,
+                              double a, double c, int stream) {
+  const uint16_t *x = xv;
+  uint16_t *y = yv;
+  (void)stream;
+  for (size_t i = 0; i < n; i++)
+    y[i] = norm_bf16_from_double(
+        fma((double)norm_float_from_bf16(x[i]) - shift, a, c));
+}
+
 int main(void) {
   int bad = check(&kern_base) + check_affine_f32(&kern_base);
 #ifdef KERN_X86
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("x86-64-v3"))
-    bad += check(&kern_avx2) + check_affine_f32(&kern_avx2);
-  else printf("avx2    not supported by this CPU: skipped\n");
+  if (__builtin_cpu_supports("x86-64-v3")) {
+    kern_t ref = kern_avx2;
+    ref.name = "fma-scalar";
+    ref.axpb[NORM_BF16][NORM_BF16] = axpb_bf16_fma_ref;
+    bad += check(&kern_avx2) + check_affine_f32(&kern_avx2) +
+           check_axpb_bf16(&ref, &kern_avx2);
+  } else printf("avx2    not supported by this CPU: skipped\n");
   if (__builtin_cpu_supports("x86-64-v4"))
     bad += check(&kern_avx512) + check_affine_f32(&kern_avx512);
   else printf("avx512  not supported by this CPU: skipped\n");

@@ -673,6 +673,110 @@ static void KFN(affine_bf16_bf16_f)(const uint16_t *x, uint16_t *y, size_t n,
 }
 #endif
 
+#if KERN_F16C && VW == 4
+/* ---- bfloat16 -> bfloat16 axpb in float lanes, AVX2 ---------------------- */
+
+/* y = (x - shift) * a + c for bfloat16 x and y in 8 float lanes, with the
+ * same bits as the double path (axpb_bf16_bf16, whose result is
+ * RNE_bf16(t), t = fma(x - shift, a, c) in double), or that path.
+ *
+ * r = fma(x, A, C) in float, A = (float)a, C = (float)fma(-shift, a, c).
+ * Bound, with M = |x A| + |C| (x is exact in float):
+ *   |x A + C - ((x - shift) a + c)| <= 2^-24 |x a| + (2^-24 + 2^-53) |C|,
+ *   the float fma's rounding 2^-24 |r| <= 2^-24 M (1 + 2^-24),
+ *   t's own roundings: 2^-53 (|x - shift| |a| + |t|) <= 2^-53 (|x a| + 4
+ *   + |t|), taken only while |shift a| <= 4 (else the double path whole),
+ * so |r - t| < 2^-23 M (1 + 2^-20) + 2^-51. e = 2^-21 M + 2^-48 is more
+ * than twice that even after its own three float roundings (eA is exact:
+ * a power-of-two multiple of a normal float; eC and the fma 2^-24 each),
+ * and since e >= 2^-21 |r| > 4 ulp(r) (or >= 2^-48 near zero), the
+ * float lo = r - e and hi = r + e round outward of r -+ e / 2 by less
+ * than ulp / 2 each: t lies strictly inside [lo, hi].
+ *
+ * Rounding: on float bits, (u + 0x8000) >> 16 is round-half-away on the
+ * magnitude (sign kept), monotone in the real value within one sign.
+ * When lo and hi land in the same such bin B, no bfloat16 midpoint lies
+ * strictly inside (lo, hi), so every value there, t and r included, has
+ * RNE_bf16 = B (a midpoint at lo itself rounds away, to B as well; one at
+ * hi would put hi in the next bin). That covers subnormals (the bfloat16
+ * grid is the float bits with 16 low zeros there too) and overflow (a
+ * finite hi past the last midpoint 0x7F7F8000 bins to infinity, as
+ * RNE_bf16(t) does for every t beyond it). A lane whose r is NaN or
+ * infinite (a NaN or infinite x, or a float overflow the bound does not
+ * cover) is not taken either. A lane not taken is done again with the
+ * double path's formula (on the bench's rows about one in 200: where x A
+ * and C nearly cancel, e is large beside |r|). bench/check_kern compares
+ * it bit for bit with the double formula. */
+KINLINE __m256 bf16_widen8(const uint16_t *x) {
+  __m256i raw = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)x));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(raw, 16));
+}
+
+/* The bins (u + 0x8000) of lo and hi for 8 elements at x; *bad gains a
+ * bit in the high halves where a lane is not safe. */
+KINLINE __m256i axpb_bf16_lanes8(const uint16_t *x, __m256 va, __m256 vc,
+                                 __m256 ea, __m256 ec, __m256i *bad) {
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+  const __m256i half = _mm256_set1_epi32(0x8000);
+  __m256 xf = bf16_widen8(x);
+  __m256 r = _mm256_fmadd_ps(xf, va, vc);
+  __m256 e = _mm256_fmadd_ps(_mm256_and_ps(xf, abs_mask), ea, ec);
+  __m256i lo = _mm256_add_epi32(_mm256_castps_si256(_mm256_sub_ps(r, e)), half);
+  __m256i hi = _mm256_add_epi32(_mm256_castps_si256(_mm256_add_ps(r, e)), half);
+  /* |r| > FLT_MAX or NaN: all bits set */
+  __m256 wild = _mm256_cmp_ps(_mm256_and_ps(r, abs_mask),
+                              _mm256_set1_ps(3.40282347e38f), _CMP_NLE_UQ);
+  *bad = _mm256_or_si256(*bad, _mm256_or_si256(_mm256_xor_si256(lo, hi),
+                                               _mm256_castps_si256(wild)));
+  return _mm256_srli_epi32(lo, 16);
+}
+
+static void KFN(axpb_bf16_bf16_f)(const void *xv, void *yv, size_t n,
+                                  double shift, double a, double c,
+                                  int stream) {
+  const uint16_t *x = xv;
+  uint16_t *y = yv;
+  size_t i = 0;
+  /* The bound takes A as a normal float well inside the range, |shift a|
+   * <= 4 (NaN fails) and a finite C; other rows take the double path. */
+  double cd = fma(-shift, a, c);
+  if (fabs(a) >= 0x1p-100 && fabs(a) <= 0x1p100 && fabs(shift * a) <= 4.0 &&
+      fabs(cd) <= 0x1p100) {
+    const float fa = (float)a, fc = (float)cd;
+    const __m256 va = _mm256_set1_ps(fa), vc = _mm256_set1_ps(fc);
+    const __m256 ea = _mm256_set1_ps(0x1p-21f * fabsf(fa));
+    const __m256 ec = _mm256_set1_ps(0x1p-21f * fabsf(fc) + 0x1p-48f);
+    const __m256i high = _mm256_set1_epi32((int)0xFFFF0000u);
+    for (; i + 16 <= n; i += 16) {
+      __m256i bad0 = _mm256_setzero_si256(), bad1 = _mm256_setzero_si256();
+      __m256i b0 = axpb_bf16_lanes8(x + i, va, vc, ea, ec, &bad0);
+      __m256i b1 = axpb_bf16_lanes8(x + i + 8, va, vc, ea, ec, &bad1);
+      /* packus interleaves the 128-bit halves: put them back in order */
+      __m256i out = _mm256_permute4x64_epi64(_mm256_packus_epi32(b0, b1), 0xD8);
+      if (__builtin_expect(!_mm256_testz_si256(_mm256_or_si256(bad0, bad1), high), 0)) {
+        /* the lanes not taken, by the double path's formula one element
+         * at a time (its tail: the same bits as its body), from x before
+         * the store (y may be x) */
+        const __m256i zero = _mm256_setzero_si256();
+        unsigned good =
+            (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(
+                _mm256_and_si256(bad0, high), zero))) |
+            (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(
+                _mm256_and_si256(bad1, high), zero))) << 8;
+        uint16_t lanes[16];
+        memcpy(lanes, &out, sizeof lanes);
+        for (unsigned j = 0; j < 16; j++)
+          if (!(good >> j & 1u))
+            s_bf16(lanes + j, sfma(e_bf16(x + i + j) - shift, a, c));
+        memcpy(&out, lanes, sizeof lanes);
+      }
+      _mm256_storeu_si256((__m256i *)(y + i), out);
+    }
+  }
+  KFN(axpb_bf16_bf16)(x + i, y + i, n - i, shift, a, c, stream);
+}
+#endif
+
 /* ---- float32 apply in float lanes ------------------------------------------ */
 
 typedef float vF __attribute__((vector_size(VW * 8))); /* 2 VW float lanes */
@@ -780,6 +884,13 @@ const kern_t KERN_TABLE = {
     .centered = KVEC(centered),
     .to_double = KVEC(to_double),
 #if KERN_BF16NE
+    .axpb = {[NORM_F32] = {KROW(axpb, f32)}, [NORM_F64] = {KROW(axpb, f64)},
+             [NORM_F16] = {KROW(axpb, f16)},
+             [NORM_BF16] = {[NORM_F32] = KFN(axpb_bf16_f32),
+                            [NORM_F64] = KFN(axpb_bf16_f64),
+                            [NORM_F16] = KFN(axpb_bf16_f16),
+                            [NORM_BF16] = KFN(axpb_bf16_bf16_f)}},
+#elif KERN_F16C && VW == 4
     .axpb = {[NORM_F32] = {KROW(axpb, f32)}, [NORM_F64] = {KROW(axpb, f64)},
              [NORM_F16] = {KROW(axpb, f16)},
              [NORM_BF16] = {[NORM_F32] = KFN(axpb_bf16_f32),
