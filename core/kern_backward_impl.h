@@ -3,9 +3,7 @@
  * (VW, KFN, the ld_ / st_ / e_ / s_ conversions, vfma, hsum) once per
  * target ISA. One set per dtype, x, dy and dx all of it; engine_backward
  * (backward.c) runs mixed dtypes as float64 chunks through the float64
- * set. Everything is in double lanes, as the scalar loops they replace;
- * only the order of the sums differs, and dx is computed with the same
- * operations in the same order, so its value does not depend on the table
+ * set. Everything is in double lanes, as the scalar loops they replace
  * (bench/check_kern compares every table with a scalar reference).
  *
  * The helpers take their cases (a weight vector or not, which gradients,
@@ -113,24 +111,28 @@
 
 /* dx = s * (w * dy - mean_g) - xhat * c, xhat = (x - shift) * s, without
  * the last term unless `spread`; w = wv[i], or the scalar w where wv is
- * NULL. The same operations in the same order as the scalar tail (no
- * fused multiply-add), rounded once into the dtype. */
-#define BW_DX_ELEM(X, DY, W)                                                   \
+ * NULL. As fma(x - shift, -(s c), s * (w * dy - mean_g)): s c folded once,
+ * one fused step instead of two products (the vector loop was bound by its
+ * multiplies), the first term exactly as before, so that a group whose
+ * terms cancel exactly (a single element: w dy = mean_g, x = shift) still
+ * gets dx = 0. Rounded once into the dtype. */
+#define BW_DX_ELEM(X, DY, W, FMA_S)                                            \
   ({                                                                           \
     __typeof__(X) d_ = s * ((W) * (DY)-mean_g);                                \
-    spread ? d_ - ((X)-shift) * s * c : d_;                                    \
+    spread ? FMA_S((X)-shift, -sc, d_) : d_;                                   \
   })
 #define DEF_BW_DX(dt, T)                                                       \
   KINLINE size_t KFN(bw_dx_loop_##dt)(                                         \
       const T *x, const T *dy, T *dx, size_t i, size_t n, double shift,        \
       double s, double w, const double *wv, double mean_g, double c,           \
       const int has_wv, const int spread, const int stream) {                  \
+    const double sc = s * c;                                                   \
     const vd vw = (vd){0} + w;                                                 \
     for (; i + 2 * VW <= n; i += 2 * VW) {                                     \
       vd r0 = BW_DX_ELEM(ld_##dt(x + i), ld_##dt(dy + i),                      \
-                         has_wv ? ld_f64(wv + i) : vw);                        \
+                         has_wv ? ld_f64(wv + i) : vw, vfma_s);                \
       vd r1 = BW_DX_ELEM(ld_##dt(x + i + VW), ld_##dt(dy + i + VW),            \
-                         has_wv ? ld_f64(wv + i + VW) : vw);                   \
+                         has_wv ? ld_f64(wv + i + VW) : vw, vfma_s);           \
       if (stream) {                                                            \
         st_##dt##_nt(dx + i, r0);                                              \
         st_##dt##_nt(dx + i + VW, r1);                                         \
@@ -147,13 +149,14 @@
                               int spread, int stream) {                        \
     const T *x = xv, *dy = dyv;                                                \
     T *dx = dxv;                                                               \
+    const double sc = s * c;                                                   \
     size_t i = 0, v = 0;                                                       \
     stream = stream && KERN_NT;                                                \
     if (stream) /* align dx for the streaming stores; the head is scalar */    \
       v = head_to_align(dx, sizeof(T), n);                                     \
     for (; i < v; i++)                                                         \
       s_##dt(dx + i, BW_DX_ELEM(e_##dt(x + i), e_##dt(dy + i),                 \
-                                wv ? wv[i] : w));                              \
+                                wv ? wv[i] : w, sfma));                        \
     int form = (wv != NULL) | (spread != 0) << 1 | (stream != 0) << 2;         \
     switch (form) {                                                            \
     case 0: i = KFN(bw_dx_loop_##dt)(x, dy, dx, i, n, shift, s, w, wv, mean_g, \
@@ -176,13 +179,14 @@
     if (stream) stream_fence();                                                \
     for (; i + VW <= n; i += VW) /* one vector left: plain store */            \
       st_##dt(dx + i, BW_DX_ELEM(ld_##dt(x + i), ld_##dt(dy + i),              \
-                                 wv ? ld_f64(wv + i) : vw_of(w)));             \
+                                 wv ? ld_f64(wv + i) : (vd){0} + w, vfma_s));  \
     for (; i < n; i++)                                                         \
       s_##dt(dx + i, BW_DX_ELEM(e_##dt(x + i), e_##dt(dy + i),                 \
-                                wv ? wv[i] : w));                              \
+                                wv ? wv[i] : w, sfma));                        \
   }
 
-KINLINE vd vw_of(double w) { return (vd){0} + w; }
+/* vfma with a scalar b, broadcast */
+KINLINE vd vfma_s(vd a, double b, vd c) { return vfma(a, (vd){0} + b, c); }
 
 #define DEF_BACKWARD(dt, T)                                                    \
   DEF_BW_SUMS(dt, T)                                                           \
