@@ -2,7 +2,8 @@
  * the CPU has them) converts exactly like the scalar reference in dtype.c:
  * all 65536 half / bfloat16 patterns in, and millions of doubles out
  * (random bit patterns, values near half-format ties, overflow, denormals,
- * NaN, Inf), rounded once to float16 / bfloat16 / float32.
+ * NaN, Inf), rounded once to float16 / bfloat16 / float32; and the
+ * backward's loops of every table against a scalar reference.
  * Run: make bench-check (prints one line per table; exit 1 on a mismatch). */
 #include <math.h>
 #include <stdint.h>
@@ -252,8 +253,138 @@ static void axpb_bf16_fma_ref(const void *xv, void *yv, size_t n, double shift,
         fma((double)norm_float_from_bf16(x[i]) - shift, a, c));
 }
 
+/* ---- the backward's loops (bw_sums, bw_row_sums, bw_dx) ----------------- */
+
+enum { BW_MAX = 1200 };
+
+/* v rounded to dtype dt, stored at element i of p; its value back. */
+static double bw_put(norm_dtype_t dt, void *p, size_t i, double v) {
+  switch (dt) {
+  case NORM_F32: return ((float *)p)[i] = (float)v;
+  case NORM_F64: return ((double *)p)[i] = v;
+  case NORM_F16:
+    return norm_float_from_f16(((uint16_t *)p)[i] = norm_f16_from_double(v));
+  default:
+    return norm_float_from_bf16(((uint16_t *)p)[i] = norm_bf16_from_double(v));
+  }
+}
+
+static double bw_get(norm_dtype_t dt, const void *p, size_t i) {
+  switch (dt) {
+  case NORM_F32: return ((const float *)p)[i];
+  case NORM_F64: return ((const double *)p)[i];
+  case NORM_F16: return norm_float_from_f16(((const uint16_t *)p)[i]);
+  default: return norm_float_from_bf16(((const uint16_t *)p)[i]);
+  }
+}
+
+static double unit(uint64_t *s) { return (double)(rng(s) >> 11) * 0x1p-53; }
+
+/* |got - want| within the rounding of n double terms of magnitude sum_abs
+ * (any order of summation, fused or not: n * 2^-52 of it), plus tiny. */
+static int bw_close(double got, long double want, long double sum_abs, size_t n) {
+  long double band = ((long double)n + 4) * 0x1p-52L * sum_abs + 1e-300L;
+  return fabsl((long double)got - want) <= band;
+}
+
+/* Every table's backward loops against a scalar long double reference, for
+ * each dtype (x, dy and dx of it), lengths 1 to BW_MAX (odd ones and
+ * vector tails), dx at any alignment and with streaming stores asked for,
+ * weights per element or one scalar, with and without the spread term
+ * and each gradient. Sums must be within the rounding of their terms; dx
+ * must be what the dtype rounds some value within 2^-50 of the terms'
+ * magnitude around the exact one to (one rounding into the dtype, as the
+ * double loops give). */
+static int check_backward(const kern_t *k) {
+  static unsigned char x[BW_MAX * 8], dy[BW_MAX * 8], dx[BW_MAX * 8 + 64];
+  static double xv[BW_MAX], dyv[BW_MAX], w[BW_MAX], gw[BW_MAX], gb[BW_MAX];
+  static long double gw0[BW_MAX], gb0[BW_MAX];
+  uint64_t s = 29;
+  long bad = 0, runs = 0;
+  for (int dti = 0; dti < 4; dti++) {
+    norm_dtype_t dt = (norm_dtype_t[]){NORM_F32, NORM_F64, NORM_F16, NORM_BF16}[dti];
+    size_t size = norm_dtype_size(dt);
+    for (int r = 0; r < 3000; r++, runs++) {
+      uint64_t q = rng(&s);
+      size_t n = r < 64 ? (size_t)r + 1 : 1 + rng(&s) % BW_MAX;
+      double mean = ldexp(unit(&s) - 0.5, (int)(q % 12) - 4);
+      double sd = ldexp(0.5 + unit(&s), (int)(q >> 8) % 8 - 4);
+      for (size_t i = 0; i < n; i++) {
+        xv[i] = bw_put(dt, x, i, mean + sd * (unit(&s) - 0.5) * 3.4);
+        dyv[i] = bw_put(dt, dy, i, unit(&s) * 2 - 1);
+        w[i] = (q >> 16) % 4 ? 0.5 + unit(&s) * 1.5 : 1.0;
+        gw0[i] = gw[i] = unit(&s) - 0.5;
+        gb0[i] = gb[i] = unit(&s) - 0.5;
+      }
+      double shift = mean, sc = 1.0 / sd, mean_g = unit(&s) - 0.5;
+      double c = ldexp(unit(&s) - 0.5, -(int)(q >> 20) % 12);
+      int spread = (q >> 24) & 1, per = (q >> 25) & 1, stream = (q >> 26) & 1;
+      int with_gw = (q >> 27) & 1, with_gb = (q >> 28) & 1;
+      double ws = per ? 1.0 : 0.5 + unit(&s);
+      /* bw_sums */
+      double o[2];
+      long double r0 = 0, r1 = 0, a0 = 0, a1 = 0;
+      k->bw_sums[dt](x, dy, n, shift, o);
+      for (size_t i = 0; i < n; i++) {
+        long double d = dyv[i], t = d * ((long double)xv[i] - shift);
+        r0 += d, a0 += fabsl(d), r1 += t, a1 += fabsl(t);
+      }
+      if ((!bw_close(o[0], r0, a0, n) || !bw_close(o[1], r1, a1, n)) && bad++ < 5)
+        printf("  %s bw_sums %s n=%zu: %a %a want %La %La\n", k->name,
+               norm_dtype_name(dt), n, o[0], o[1], r0, r1);
+      /* bw_row_sums */
+      const double *wp = per ? w : NULL;
+      k->bw_row_sums[dt](x, dy, n, shift, sc, wp, with_gw ? gw : NULL,
+                         with_gb ? gb : NULL, o);
+      r0 = r1 = a0 = a1 = 0;
+      for (size_t i = 0; i < n; i++) {
+        long double d = dyv[i], h = ((long double)xv[i] - shift) * sc;
+        long double g = d * (wp ? w[i] : 1.0);
+        r0 += g, a0 += fabsl(g), r1 += g * h, a1 += fabsl(g * h);
+        if (with_gw && !bw_close(gw[i], gw0[i] + d * h, fabsl(gw0[i]) + fabsl(d * h), 2) &&
+            bad++ < 5)
+          printf("  %s bw_row_sums %s gw[%zu]: %a\n", k->name, norm_dtype_name(dt), i, gw[i]);
+        if (with_gb && !bw_close(gb[i], gb0[i] + d, fabsl(gb0[i]) + fabsl(d), 2) &&
+            bad++ < 5)
+          printf("  %s bw_row_sums %s gb[%zu]: %a\n", k->name, norm_dtype_name(dt), i, gb[i]);
+      }
+      if ((!bw_close(o[0], r0, a0, n) || !bw_close(o[1], r1, a1, n)) && bad++ < 5)
+        printf("  %s bw_row_sums %s n=%zu: %a %a want %La %La\n", k->name,
+               norm_dtype_name(dt), n, o[0], o[1], r0, r1);
+      /* bw_dx, dx at any element offset within a 64-byte line */
+      unsigned char *out = dx + (rng(&s) % 32) * size;
+      k->bw_dx[dt](x, dy, out, n, shift, sc, ws, wp, mean_g, c, spread, stream);
+      for (size_t i = 0; i < n; i++) {
+        long double wi = wp ? w[i] : ws, h = ((long double)xv[i] - shift) * sc;
+        long double t1 = sc * (wi * dyv[i]), t2 = sc * (long double)mean_g;
+        long double t3 = spread ? h * c : 0;
+        long double want = t1 - t2 - t3;
+        long double band = 0x1p-50L * (fabsl(t1) + fabsl(t2) + fabsl(t3)) + 1e-300L;
+        double got = bw_get(dt, out, i);
+        int ok;
+        if (dt == NORM_F64) {
+          ok = fabsl(got - want) <= band;
+        } else { /* between the dtype's roundings of want -+ band */
+          unsigned char lo[8], hi[8];
+          double l = bw_put(dt, lo, 0, (double)(want - band));
+          double u = bw_put(dt, hi, 0, (double)(want + band));
+          ok = got >= l && got <= u;
+        }
+        if (!ok && bad++ < 5)
+          printf("  %s bw_dx %s n=%zu [%zu] spread=%d per=%d: %a want %La\n",
+                 k->name, norm_dtype_name(dt), n, i, spread, per, got, want);
+      }
+    }
+  }
+  printf("%-10s backward loops (bw_sums, bw_row_sums, bw_dx), 4 dtypes x %ld "
+         "runs vs a long double reference: %s\n",
+         k->name, runs / 4, bad ? "MISMATCH" : "ok");
+  return bad != 0;
+}
+
 int main(void) {
-  int bad = check(&kern_base) + check_affine_f32(&kern_base);
+  int bad = check(&kern_base) + check_affine_f32(&kern_base) +
+            check_backward(&kern_base);
 #ifdef KERN_X86
   __builtin_cpu_init();
   if (__builtin_cpu_supports("x86-64-v3")) {
@@ -261,14 +392,15 @@ int main(void) {
     ref.name = "fma-scalar";
     ref.axpb[NORM_BF16][NORM_BF16] = axpb_bf16_fma_ref;
     bad += check(&kern_avx2) + check_affine_f32(&kern_avx2) +
-           check_axpb_bf16(&ref, &kern_avx2);
+           check_axpb_bf16(&ref, &kern_avx2) + check_backward(&kern_avx2);
   } else printf("avx2    not supported by this CPU: skipped\n");
   if (__builtin_cpu_supports("x86-64-v4"))
-    bad += check(&kern_avx512) + check_affine_f32(&kern_avx512);
+    bad += check(&kern_avx512) + check_affine_f32(&kern_avx512) +
+           check_backward(&kern_avx512);
   else printf("avx512  not supported by this CPU: skipped\n");
   if (__builtin_cpu_supports("x86-64-v4") &&
       __builtin_cpu_supports("avx512bf16"))
-    bad += check(&kern_avx512bf16) +
+    bad += check(&kern_avx512bf16) + check_backward(&kern_avx512bf16) +
            check_axpb_bf16(&kern_avx512, &kern_avx512bf16) +
            check_affine_bf16(&kern_avx512, &kern_avx512bf16);
   else printf("avx512bf16 not supported by this CPU: skipped\n");

@@ -2,7 +2,9 @@
  * (engine.h). A normalization is y = (x - shift) * s * w + b over each
  * group of its layout; its backward is two passes over the group in
  * double: the sums of g = w * dy and of g * xhat (with the weight and
- * bias gradients on the way), then dx element by element. Each norm's own
+ * bias gradients on the way), then dx element by element, each pass the
+ * vector loops of kern.h (bw_*) over runs that share one weight entry (a
+ * scalar w) or over rows with a weight per element. Each norm's own
  * file says what shift, s and the coefficient of its variance term are. */
 #include <math.h>
 #include <string.h>
@@ -10,45 +12,40 @@
 #include "engine.h"
 #include "kern.h"
 
-/* Elements converted to double per step: small enough for the stack and
- * L1, large enough for the kernels' vector loops. */
+/* Elements converted to double per step where x, dy and dx are not all of
+ * one dtype (the kernels' fused loops take them in place otherwise), and
+ * per-element weights that engine_affine_init could not prepare: small
+ * enough for the stack and L1, large enough for the vector loops. */
 enum { BW_CHUNK = 512 };
 
 static const char *at(const norm_tensor_t *t, size_t off) {
   return (const char *)t->data + off * norm_dtype_size(t->dtype);
 }
 
-/* The weight entries of elements [j0, j0 + n) of a segment of group g
- * into wb (1 without a weight). */
-static void weights_of(const norm_tensor_t *w, const layout_t *l, size_t g,
-                       size_t j0, size_t n, double *wb) {
-  size_t first = (g % l->affine_mod) * l->affine_mul;
-  if (w == NULL) {
-    for (size_t i = 0; i < n; i++) wb[i] = 1.0;
-  } else if (l->affine_period == 1) {
-    kern_get()->to_double[w->dtype](at(w, first + j0), n, wb);
-  } else {
-    size_t last = (size_t)-1;
-    double v = 0.0;
-    for (size_t i = 0; i < n; i++) {
-      size_t a = first + (j0 + i) / l->affine_period;
-      if (a != last) v = norm_tensor_get(w, last = a);
-      wb[i] = v;
-    }
-  }
-}
-
 void engine_backward(const norm_tensor_t *x, const norm_tensor_t *dy,
-                     const norm_tensor_t *weight, norm_tensor_t *dx,
-                     const layout_t *l, size_t g, double shift, double s,
-                     int terms, double coef, const norm_grads_t *grads) {
+                     const affine_t *a, norm_tensor_t *dx, const layout_t *l,
+                     size_t g, double shift, double s, int terms, double coef,
+                     const norm_grads_t *grads) {
   const kern_t *k = kern_get();
-  double xb[BW_CHUNK], gb[BW_CHUNK], wb[BW_CHUNK];
+  const norm_tensor_t *weight = a->weight;
   double *gw = grads ? grads->weight : NULL, *gbias = grads ? grads->bias : NULL;
   size_t first = (g % l->affine_mod) * l->affine_mul;
+  /* rows: a weight entry per element (layer and RMS norm); else runs of
+   * affine_period elements share one (the channel norms) */
+  int rows = l->affine_period == 1;
+  /* x, dy and dx of one dtype run in place; any other mix as float64
+   * chunks converted here (dx from a chunk of doubles, rounded once) */
+  int fused = x->dtype == dy->dtype && dy->dtype == dx->dtype;
+  norm_dtype_t kd = fused ? x->dtype : NORM_F64;
+  size_t numel = l->groups * engine_layout_count(l);
+  int stream = fused && numel >= ENGINE_STREAM_BYTES / norm_dtype_size(dx->dtype);
+  int chunked = !fused || (rows && weight && a->w == NULL);
+  double xb[BW_CHUNK], gb[BW_CHUNK], wb[BW_CHUNK];
   double sum_g = 0.0, sum_gx = 0.0, mean_g = 0.0, c = 0.0;
-  int spread = terms & ENGINE_BW_SPREAD;
+  int spread = (terms & ENGINE_BW_SPREAD) != 0;
   for (int pass = 0; pass < 2; pass++) {
+    if (pass == 0 && terms == 0 && gw == NULL && gbias == NULL)
+      continue; /* dx = s * w * dy needs no sums */
     if (pass == 1) {
       mean_g =
           terms & ENGINE_BW_MEAN ? sum_g / (double)engine_layout_count(l) : 0.0;
@@ -56,29 +53,53 @@ void engine_backward(const norm_tensor_t *x, const norm_tensor_t *dy,
     }
     for (size_t seg = 0; seg < l->nseg; seg++) {
       size_t base = g * l->group_stride + seg * l->seg_stride;
-      for (size_t j0 = 0; j0 < l->seg_len; j0 += BW_CHUNK) {
-        size_t n = l->seg_len - j0 < BW_CHUNK ? l->seg_len - j0 : BW_CHUNK;
-        k->to_double[x->dtype](at(x, base + j0), n, xb);
-        k->to_double[dy->dtype](at(dy, base + j0), n, gb); /* dy, for now */
-        weights_of(weight, l, g, j0, n, wb);
-        if (pass == 0) {
-          for (size_t i = 0; i < n; i++) {
-            double xhat = (xb[i] - shift) * s, gi = wb[i] * gb[i];
-            sum_g += gi;
-            sum_gx += gi * xhat;
-            size_t a = first + (j0 + i) / l->affine_period;
-            if (gw) gw[a] += gb[i] * xhat;
-            if (gbias) gbias[a] += gb[i];
+      for (size_t j = 0, run; j < l->seg_len; j += run) {
+        /* [j, j + run): the whole row, or one weight entry's run */
+        size_t entry = first + (rows ? 0 : j / l->affine_period);
+        run = rows ? l->seg_len : (j / l->affine_period + 1) * l->affine_period - j;
+        if (run > l->seg_len - j) run = l->seg_len - j;
+        double w = !rows && weight ? norm_tensor_get(weight, entry) : 1.0;
+        size_t step = chunked ? BW_CHUNK : run;
+        for (size_t i = 0; i < run; i += step) {
+          size_t n = run - i < step ? run - i : step, e = base + j + i;
+          const void *xp = at(x, e), *dyp = at(dy, e);
+          if (!fused) {
+            k->to_double[x->dtype](xp, n, xb);
+            k->to_double[dy->dtype](dyp, n, gb);
+            xp = xb, dyp = gb;
           }
-        } else {
-          for (size_t i = 0; i < n; i++) {
-            double xhat = (xb[i] - shift) * s;
-            double dxi = s * (wb[i] * gb[i] - mean_g);
-            xb[i] = spread ? dxi - xhat * c : dxi; /* dx */
+          const double *wv = NULL; /* rows: their weights, from entry j + i */
+          if (rows && weight) {
+            if (a->w) {
+              wv = a->w + first + j + i;
+            } else {
+              k->to_double[weight->dtype](at(weight, first + j + i), n, wb);
+              wv = wb;
+            }
           }
-          /* rounded once from double into dx's dtype (dy's chunk was read) */
-          k->axpb[NORM_F64][dx->dtype](xb, (char *)at(dx, base + j0), n, 0.0,
-                                       1.0, 0.0, 0);
+          if (pass == 0 && rows) {
+            double o[2]; /* sum(w dy), sum(w dy xhat) */
+            k->bw_row_sums[kd](xp, dyp, n, shift, s, wv,
+                               gw ? gw + first + j + i : NULL,
+                               gbias ? gbias + first + j + i : NULL, o);
+            sum_g += o[0];
+            sum_gx += o[1];
+          } else if (pass == 0) {
+            double o[2]; /* sum(dy), sum(dy (x - shift)) */
+            k->bw_sums[kd](xp, dyp, n, shift, o);
+            sum_g += w * o[0];
+            sum_gx += w * s * o[1];
+            if (gw) gw[entry] += s * o[1];
+            if (gbias) gbias[entry] += o[0];
+          } else if (fused) {
+            k->bw_dx[kd](xp, dyp, (char *)at(dx, e), n, shift, s, w, wv,
+                         mean_g, c, spread, stream);
+          } else { /* into the x chunk, then rounded once into dx */
+            k->bw_dx[NORM_F64](xb, gb, xb, n, shift, s, w, wv, mean_g, c,
+                               spread, 0);
+            k->axpb[NORM_F64][dx->dtype](xb, (char *)at(dx, e), n, 0.0, 1.0,
+                                         0.0, 0);
+          }
         }
       }
     }
@@ -102,6 +123,8 @@ void engine_standardize_backward(const norm_tensor_t *x, const norm_tensor_t *dy
                                  norm_eps_placement_t placement,
                                  const norm_grads_t *grads,
                                  const norm_stats_t *stats) {
+  affine_t aff; /* the weight, prepared once (rows) */
+  engine_affine_init(&aff, l, weight, NULL);
   double divisor = (double)engine_layout_count(l) - ddof; /* 0 -> NaN, as torch */
   for (size_t g = begin; g < end; g++) {
     double mean, m2;
@@ -114,7 +137,7 @@ void engine_standardize_backward(const norm_tensor_t *x, const norm_tensor_t *dy
       rstd = 1.0 / (std + eps);
       coef = std > 0.0 ? 1.0 / (divisor * std) : std == 0.0 ? 0.0 : NAN;
     }
-    engine_backward(x, dy, weight, dx, l, g, mean, engine_scale(var, eps, rstd),
+    engine_backward(x, dy, &aff, dx, l, g, mean, engine_scale(var, eps, rstd),
                     ENGINE_BW_MEAN | ENGINE_BW_SPREAD, coef, grads);
     engine_stats_put(stats, g, mean, var, rstd);
   }

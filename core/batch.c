@@ -108,6 +108,8 @@ int norm_batch_backward_rows(const norm_tensor_t *x, const norm_tensor_t *dy,
   layout_t l = engine_layout_channels(x);
   if ((err = engine_check_range(begin, end, l.groups)) != NORM_OK) return err;
   double count = (double)engine_layout_count(&l);
+  affine_t aff;
+  engine_affine_init(&aff, &l, weight, NULL);
   for (size_t c = begin; c < end; c++) {
     double mean, var;
     int train = p->mode == NORM_TRAIN;
@@ -120,7 +122,7 @@ int norm_batch_backward_rows(const norm_tensor_t *x, const norm_tensor_t *dy,
       var = norm_tensor_get(running_var, c);
     }
     double rstd = engine_rstd(var, p->eps), s = engine_scale(var, p->eps, rstd);
-    engine_backward(x, dy, weight, dx, &l, c, mean, s,
+    engine_backward(x, dy, &aff, dx, &l, c, mean, s,
                     train ? ENGINE_BW_MEAN | ENGINE_BW_SPREAD : 0,
                     train ? s / count : 0.0, grads);
     engine_stats_put(stats, c, mean, var, rstd);

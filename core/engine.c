@@ -14,10 +14,6 @@ enum { CHUNK_BYTES = 16384 };
 /* Per-element weights in other dtypes than double are converted in blocks
  * of WBLOCK when they were not converted once up front (affine_t). */
 enum { WBLOCK = 512 };
-/* Outputs of at least STREAM_BYTES do not stay in the caches anyway: they
- * are written with streaming stores (no read for ownership, which would
- * add a third stream to memory). */
-#define STREAM_BYTES ((size_t)16 << 20)
 
 /* ---- layouts ---- */
 
@@ -187,7 +183,7 @@ void engine_apply(const norm_tensor_t *x, norm_tensor_t *y, const layout_t *l,
   size_t first = (g % l->affine_mod) * l->affine_mul;
   int per_element = l->affine_period == 1 && (a->weight || a->bias);
   size_t numel = l->groups * engine_layout_count(l);
-  int stream = numel >= STREAM_BYTES / norm_dtype_size(y->dtype);
+  int stream = numel >= ENGINE_STREAM_BYTES / norm_dtype_size(y->dtype);
   for (size_t seg = 0; seg < l->nseg; seg++) {
     size_t base = g * l->group_stride + seg * l->seg_stride;
     if (per_element && bounded && a->float_ok && fabs(scale) <= 1e30 &&

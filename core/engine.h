@@ -55,6 +55,10 @@ double engine_sumsq(const norm_tensor_t *x, const layout_t *l, size_t g);
  * 2 * ENGINE_PREP doubles and 2 * ENGINE_PREP floats, 96 KiB: an affine_t
  * lives on the caller's stack. */
 enum { ENGINE_PREP = 4096 };
+/* Outputs of at least this many bytes do not stay in the caches anyway:
+ * they are written with streaming stores (no read for ownership, which
+ * would add a stream to memory). */
+#define ENGINE_STREAM_BYTES ((size_t)16 << 20)
 typedef struct {
   const norm_tensor_t *weight, *bias; /* NULL: w = 1, b = 0 */
   const double *w, *b;                /* prepared entries, or NULL */
@@ -113,13 +117,14 @@ enum {
  *   dx = s * (g - mean(g)) - xhat * coef * sum(g * xhat)
  * with only the `terms` named (ENGINE_BW_*): a shift or s that is a
  * constant (batch norm's eval mode: neither) has no term, so dx = s * g
- * stays elementwise even where x or dy is not finite. Rounded once into
- * dx's dtype; grads (NULL, or either array NULL) get sum(dy * xhat) and
+ * stays elementwise even where x or dy is not finite. The weight is
+ * a->weight, prepared by engine_affine_init (with no bias) once per call
+ * of the kernel, not per group. Rounded once into dx's dtype; grads (NULL, or either array NULL) get sum(dy * xhat) and
  * sum(dy) per weight entry added. dx may alias dy. */
 void engine_backward(const norm_tensor_t *x, const norm_tensor_t *dy,
-                     const norm_tensor_t *weight, norm_tensor_t *dx,
-                     const layout_t *l, size_t g, double shift, double s,
-                     int terms, double coef, const norm_grads_t *grads);
+                     const affine_t *a, norm_tensor_t *dx, const layout_t *l,
+                     size_t g, double shift, double s, int terms, double coef,
+                     const norm_grads_t *grads);
 
 /* engine_standardize's backward, for layer, group and instance norm: per
  * group the moments again, then engine_backward with shift = mean and

@@ -57,6 +57,25 @@ typedef struct {
   void (*affine_bf16)(const uint16_t *x, uint16_t *y, size_t n, double shift,
                       double scale, const float *w, const float *b,
                       int stream);
+  /* The backward's loops (engine_backward; kern_backward_impl.h), x, dy
+   * and dx all of the index's dtype, in double lanes.
+   * bw_sums, over a run sharing one weight entry: out[0] = sum(dy),
+   * out[1] = sum(dy * (x - shift)).
+   * bw_row_sums, a weight per element (w; NULL: 1) and xhat = (x - shift)
+   * * s: out[0] = sum(w dy), out[1] = sum(w dy xhat); gw[i] += dy xhat and
+   * gb[i] += dy where they are not NULL.
+   * bw_dx: dx = s (w dy - mean_g) - xhat c (no last term without
+   * `spread`), w = wv[i], or the scalar w where wv is NULL; rounded once
+   * into the dtype, as axpb's stores; `stream` as axpb's. dx may alias
+   * dy. */
+  void (*bw_sums[KDT])(const void *x, const void *dy, size_t n, double shift,
+                       double out[2]);
+  void (*bw_row_sums[KDT])(const void *x, const void *dy, size_t n,
+                           double shift, double s, const double *w, double *gw,
+                           double *gb, double out[2]);
+  void (*bw_dx[KDT])(const void *x, const void *dy, void *dx, size_t n,
+                     double shift, double s, double w, const double *wv,
+                     double mean_g, double c, int spread, int stream);
 } kern_t;
 
 extern const kern_t kern_base;

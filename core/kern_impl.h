@@ -861,6 +861,8 @@ static void KFN(affine_f32f)(const float *x, float *y, size_t n, double shift,
   }
 }
 
+#include "kern_backward_impl.h"
+
 /* ---- the table ------------------------------------------------------------ */
 
 #define KROW(op, xt)                                                           \
@@ -902,6 +904,7 @@ const kern_t KERN_TABLE = {
 #endif
     .affine = KMAT(affine),
     .affine_f32 = KFN(affine_f32f),
+    KERN_BACKWARD_ENTRIES
 #if KERN_BF16NE
     .affine_bf16 = KFN(affine_bf16_bf16_f),
 #endif

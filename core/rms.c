@@ -65,10 +65,12 @@ int norm_rms_backward_rows(const norm_tensor_t *x, const norm_tensor_t *dy,
   layout_t l = engine_layout_rows(x, p->normalized_ndim);
   if ((err = engine_check_range(begin, end, l.groups)) != NORM_OK) return err;
   double count = (double)engine_layout_count(&l);
+  affine_t aff;
+  engine_affine_init(&aff, &l, weight, NULL);
   for (size_t g = begin; g < end; g++) {
     double ms = engine_sumsq(x, &l, g) / count;
     double rstd = engine_rstd(ms, p->eps), s = engine_scale(ms, p->eps, rstd);
-    engine_backward(x, dy, weight, dx, &l, g, 0.0, s, ENGINE_BW_SPREAD,
+    engine_backward(x, dy, &aff, dx, &l, g, 0.0, s, ENGINE_BW_SPREAD,
                     s / count, grads);
     if (stats && stats->rms) stats->rms[g] = sqrt(ms);
     if (stats && stats->rstd) stats->rstd[g] = rstd;
