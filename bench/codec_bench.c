@@ -18,9 +18,13 @@
 #include "codec.h"
 #include "encode.h"
 #include "fmt.h"
+#include "numarray.h"
 #include "request.h"
 
 enum { ROWS = 512, COLS = 2048, N = ROWS * COLS, RUNS = 7 };
+
+/* the single-threaded scan, beside the pool's (numarray.h) */
+static const numarray_split_t one_pass = {.min_bytes = (size_t)-1};
 
 static double now(void) {
   struct timespec ts;
@@ -124,16 +128,21 @@ int main(int argc, char **argv) {
     request_t req;
     problem_t prob;
     codec_input_t in = {.op = OP_LAYER, .body = body, .len = len, .header_length = -1};
-    BEST(s, {
-      request_init(&req, OP_LAYER);
-      if (codec_json.decode(&in, &lim, &req, &prob) != 0) {
-        fprintf(stderr, "decode failed: %s\n", prob.detail);
-        return 1;
-      }
-      request_free(&req);
-    });
-    snprintf(label, sizeof label, "normd decode (%s)", names[style]);
-    row(label, len, s);
+    for (int pooled = 0; pooled <= 1; pooled++) {
+      numarray_split_configure(pooled ? NULL : &one_pass);
+      BEST(s, {
+        request_init(&req, OP_LAYER);
+        if (codec_json.decode(&in, &lim, &req, &prob) != 0) {
+          fprintf(stderr, "decode failed: %s\n", prob.detail);
+          return 1;
+        }
+        request_free(&req);
+      });
+      snprintf(label, sizeof label, "normd decode, %s (%s)",
+               pooled ? "pool" : "1 thread", names[style]);
+      row(label, len, s);
+    }
+    numarray_split_configure(NULL);
 
     request_init(&req, OP_LAYER);
     codec_json.decode(&in, &lim, &req, &prob);
