@@ -34,6 +34,7 @@
   X(codec_kserve)                                                               \
   X(numarray)                                                                  \
   X(numarray_split)                                                            \
+  X(encode_split)                                                              \
   X(log)                                                                       \
   X(request_id)                                                                \
   X(ops)                                                                       \
