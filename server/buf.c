@@ -46,7 +46,7 @@ void buf_seal(buf_t *b, char *owned, size_t len) {
 }
 
 int buf_steal_segments(buf_t *b, buf_seg_t **segs, int *n) {
-  if (b->failed || (b->len > 0 && buf_reserve(b, 0) != 0)) {
+  if (b->failed) {
     buf_free(b);
     return -1;
   }
@@ -60,13 +60,15 @@ int buf_steal_segments(buf_t *b, buf_seg_t **segs, int *n) {
         return -1;
       }
     }
-    if (b->data == NULL) b->data = malloc(1); /* an empty text is one empty run */
-    if (b->data == NULL) {
+    if (b->data == NULL && buf_reserve(b, 0) == 0) b->data[0] = '\0';
+    if (b->data == NULL) { /* an empty text is one empty run */
       b->sealed = all;
       buf_free(b);
       return -1;
     }
     all[count++] = (buf_seg_t){b->data, b->len};
+  } else {
+    free(b->data); /* room reserved after the last seal, never written */
   }
   *segs = all;
   *n = count;
