@@ -81,8 +81,10 @@ typedef struct {
 } numarray_split_t;
 
 /* numarray_extract's threshold: arrays of this much text or more are
- * split (bench/codec_bench measures it: below it the pool's hand-off and
- * the join cost more than a second core saves). */
+ * split. Chosen, not yet measured (the machine it was written on was
+ * saturated): at 256 KiB a piece of two per core still parses for ~100 us,
+ * far above the pool's hand-off; bench/codec_bench.c compares 1 thread
+ * with the pool at 10 MiB. */
 enum { NUMARRAY_SPLIT_BYTES = 256 << 10 };
 
 /* numarray_extract with arrays split as `split` says; out is bit for bit
