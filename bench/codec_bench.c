@@ -5,7 +5,9 @@
  * path: one json_t per number) and beside memcpy of the same bytes. Three
  * bodies: float32 data as Python writes rounded values (6 decimals),
  * float32 data in shortest round-trip form, float64 data with 17 digits.
- * Best of several runs, one thread. Build with the release flags:
+ * Decode and encode each on one thread and on the compute pool (two
+ * pieces per CPU: numarray.h, encode.h). Best of several runs. Build
+ * with the release flags:
  * `make bench` runs it. */
 #include <jansson.h>
 #include <math.h>
@@ -16,11 +18,17 @@
 
 #include "buf.h"
 #include "codec.h"
+#include "cpool.h"
 #include "encode.h"
 #include "fmt.h"
+#include "numarray.h"
 #include "request.h"
 
 enum { ROWS = 512, COLS = 2048, N = ROWS * COLS, RUNS = 7 };
+
+/* the single-threaded scan, beside the pool's (numarray.h) */
+static const numarray_split_t one_pass = {.min_bytes = (size_t)-1};
+static const encode_split_t print_one_pass = {.min_numel = (size_t)-1};
 
 static double now(void) {
   struct timespec ts;
@@ -99,8 +107,8 @@ int main(int argc, char **argv) {
   static const limits_t lim = {.max_elements = N, .max_depth = 64,
                                .max_explain_elements = 0};
   if (argc > 1 && strcmp(argv[1], "decode") == 0) return profile_decode(&lim);
-  printf("JSON codec, %dx%d layer-norm request, one thread (best of %d)\n\n", ROWS,
-         COLS, RUNS);
+  printf("JSON codec, %dx%d layer-norm request, 1 thread and the pool of %d "
+         "(best of %d)\n\n", ROWS, COLS, cpool_threads(cpool_shared()), RUNS);
   printf("| %-44s | %8s | %7s |\n", "step", "MB/s", "ns/num");
   printf("|%s|%s|%s|\n", "----------------------------------------------",
          "----------", "---------");
@@ -124,30 +132,40 @@ int main(int argc, char **argv) {
     request_t req;
     problem_t prob;
     codec_input_t in = {.op = OP_LAYER, .body = body, .len = len, .header_length = -1};
-    BEST(s, {
-      request_init(&req, OP_LAYER);
-      if (codec_json.decode(&in, &lim, &req, &prob) != 0) {
-        fprintf(stderr, "decode failed: %s\n", prob.detail);
-        return 1;
-      }
-      request_free(&req);
-    });
-    snprintf(label, sizeof label, "normd decode (%s)", names[style]);
-    row(label, len, s);
+    for (int pooled = 0; pooled <= 1; pooled++) {
+      numarray_split_configure(pooled ? NULL : &one_pass);
+      BEST(s, {
+        request_init(&req, OP_LAYER);
+        if (codec_json.decode(&in, &lim, &req, &prob) != 0) {
+          fprintf(stderr, "decode failed: %s\n", prob.detail);
+          return 1;
+        }
+        request_free(&req);
+      });
+      snprintf(label, sizeof label, "normd decode, %s (%s)",
+               pooled ? "pool" : "1 thread", names[style]);
+      row(label, len, s);
+    }
+    numarray_split_configure(NULL);
 
     request_init(&req, OP_LAYER);
     codec_json.decode(&in, &lim, &req, &prob);
     size_t out_len = 0;
-    BEST(s, {
-      buf_t b;
-      buf_init(&b);
-      encode_tensor_data(&b, &req.input.t);
-      out_len = b.len;
-      buf_free(&b);
-    });
-    snprintf(label, sizeof label, "normd encode (%s)",
-             style == DIGITS17 ? "float64, shortest" : "float32, shortest");
-    row(label, out_len, s);
+    for (int pooled = 0; pooled <= 1; pooled++) {
+      encode_split_configure(pooled ? NULL : &print_one_pass);
+      BEST(s, {
+        buf_t b;
+        buf_init(&b);
+        encode_tensor_data(&b, &req.input.t);
+        out_len = buf_total(&b);
+        buf_free(&b);
+      });
+      snprintf(label, sizeof label, "normd encode, %s (%s)",
+               pooled ? "pool" : "1 thread",
+               style == DIGITS17 ? "float64, shortest" : "float32, shortest");
+      row(label, out_len, s);
+    }
+    encode_split_configure(NULL);
     request_free(&req);
     free(copy);
     free(body);

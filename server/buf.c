@@ -8,8 +8,72 @@
 void buf_init(buf_t *b) { memset(b, 0, sizeof *b); }
 
 void buf_free(buf_t *b) {
+  for (int i = 0; i < b->nsealed; i++) free(b->sealed[i].data);
+  free(b->sealed);
   free(b->data);
   buf_init(b);
+}
+
+/* Appends one run to the sealed list; frees it on failure. */
+static void seal_run(buf_t *b, char *data, size_t len) {
+  if (b->nsealed == b->sealed_cap) {
+    int want = b->sealed_cap ? 2 * b->sealed_cap : 8;
+    buf_seg_t *grown = realloc(b->sealed, (size_t)want * sizeof *grown);
+    if (grown == NULL) {
+      free(data);
+      b->failed = 1;
+      return;
+    }
+    b->sealed = grown;
+    b->sealed_cap = want;
+  }
+  b->sealed[b->nsealed++] = (buf_seg_t){data, len};
+  b->sealed_len += len;
+}
+
+void buf_seal(buf_t *b, char *owned, size_t len) {
+  if (b->failed) {
+    free(owned);
+    return;
+  }
+  if (b->len > 0) {
+    seal_run(b, b->data, b->len);
+    b->data = NULL;
+    b->len = b->cap = 0;
+  }
+  if (len > 0) seal_run(b, owned, len);
+  else free(owned);
+}
+
+int buf_steal_segments(buf_t *b, buf_seg_t **segs, int *n) {
+  if (b->failed) {
+    buf_free(b);
+    return -1;
+  }
+  buf_seg_t *all = b->sealed;
+  int count = b->nsealed;
+  if (b->len > 0 || count == 0) {
+    if (count == b->sealed_cap) {
+      all = realloc(b->sealed, ((size_t)count + 1) * sizeof *all);
+      if (all == NULL) {
+        buf_free(b);
+        return -1;
+      }
+    }
+    if (b->data == NULL && buf_reserve(b, 0) == 0) b->data[0] = '\0';
+    if (b->data == NULL) { /* an empty text is one empty run */
+      b->sealed = all;
+      buf_free(b);
+      return -1;
+    }
+    all[count++] = (buf_seg_t){b->data, b->len};
+  } else {
+    free(b->data); /* room reserved after the last seal, never written */
+  }
+  *segs = all;
+  *n = count;
+  buf_init(b);
+  return 0;
 }
 
 int buf_reserve(buf_t *b, size_t n) {
@@ -73,7 +137,27 @@ void buf_printf(buf_t *b, const char *fmt, ...) {
   b->len += (size_t)n;
 }
 
+/* Copies the sealed runs in front of data: one run again. */
+static void unseal(buf_t *b) {
+  size_t front = b->sealed_len;
+  if (buf_reserve(b, front) != 0) return;
+  memmove(b->data + front, b->data, b->len);
+  size_t at = 0;
+  for (int i = 0; i < b->nsealed; i++) {
+    memcpy(b->data + at, b->sealed[i].data, b->sealed[i].len);
+    at += b->sealed[i].len;
+    free(b->sealed[i].data);
+  }
+  free(b->sealed);
+  b->sealed = NULL;
+  b->nsealed = b->sealed_cap = 0;
+  b->sealed_len = 0;
+  b->len += front;
+  b->data[b->len] = '\0';
+}
+
 char *buf_steal(buf_t *b, size_t *len) {
+  if (b->nsealed > 0) unseal(b);
   if (b->failed) {
     buf_free(b);
     return NULL;

@@ -16,7 +16,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cpool.h"
 
@@ -42,20 +41,12 @@ static void stats_shape_prefix(result_t *res, const norm_tensor_t *x, int keep) 
  * its share (cpool.c explains why that cannot deadlock); smaller ones run
  * on the worker alone, with no split overhead. Groups are independent, and
  * batch norm's running statistics are per channel, so ranges never write
- * the same element. The pool has compute_init()'s thread count (the
- * daemon's `threads`, as many as the worker pool), or one per CPU. */
+ * the same element. The pool is cpool_shared(), with compute_init()'s
+ * thread count (the daemon's `threads`, as many as the worker pool), or
+ * one per CPU. */
 enum { SPLIT_BYTES = 1 << 20 };
 
-static int split_threads; /* compute_init's; 0: one per CPU */
-static pthread_once_t split_once = PTHREAD_ONCE_INIT;
-static cpool_t *split_pool; /* NULL: everything runs on the caller */
-
-void compute_init(int threads) { split_threads = threads; }
-
-static void split_pool_start(void) {
-  long n = split_threads > 0 ? split_threads : sysconf(_SC_NPROCESSORS_ONLN);
-  split_pool = cpool_start(n < 1 ? 1 : n > 1024 ? 1024 : (int)n);
-}
+void compute_init(int threads) { cpool_shared_init(threads); }
 
 static int backward_range(const split_t *s, size_t begin, size_t end) {
   if (!s->split || (s->gw == NULL && s->gb == NULL)) {
@@ -85,9 +76,9 @@ static int split_range(void *arg, size_t begin, size_t end) {
 int compute__split_run(split_t *s, size_t groups, size_t bytes) {
   if (bytes < SPLIT_BYTES || groups < 2) return split_range(s, 0, groups);
   s->split = 1;
-  pthread_once(&split_once, split_pool_start);
-  size_t parts = 2 * (size_t)cpool_threads(split_pool); /* evens out stragglers */
-  return cpool_run(split_pool, groups, parts, split_range, s);
+  cpool_t *pool = cpool_shared();
+  size_t parts = 2 * (size_t)cpool_threads(pool); /* evens out stragglers */
+  return cpool_run(pool, groups, parts, split_range, s);
 }
 
 size_t compute__tensor_bytes(const norm_tensor_t *t) {

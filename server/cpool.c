@@ -30,6 +30,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 
 enum { SPIN_NS = 100000 }; /* how long an idle helper polls before sleeping */
 
@@ -192,4 +193,20 @@ void cpool_stop(cpool_t *p) {
   pthread_mutex_destroy(&p->lock);
   free(p->helpers);
   free(p);
+}
+
+static int shared_threads; /* cpool_shared_init's; 0: one per CPU */
+static pthread_once_t shared_once = PTHREAD_ONCE_INIT;
+static cpool_t *shared_pool;
+
+void cpool_shared_init(int threads) { shared_threads = threads; }
+
+static void shared_start(void) {
+  long n = shared_threads > 0 ? shared_threads : sysconf(_SC_NPROCESSORS_ONLN);
+  shared_pool = cpool_start(n < 1 ? 1 : n > 1024 ? 1024 : (int)n);
+}
+
+cpool_t *cpool_shared(void) {
+  pthread_once(&shared_once, shared_start);
+  return shared_pool;
 }

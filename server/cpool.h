@@ -36,4 +36,14 @@ int cpool_run(cpool_t *p, size_t n, size_t parts, cpool_fn fn, void *arg);
 /* Stops and joins the helpers; no task may be running. */
 void cpool_stop(cpool_t *p);
 
+/* The daemon's one compute pool, shared by everything that splits a large
+ * request (compute.c's kernels, the JSON codec's parallel parse and print):
+ * started on the first cpool_shared() with cpool_shared_init's thread
+ * count (the daemon's `threads`; 0 or never called: one per CPU), then
+ * kept for the life of the process. cpool_shared_init must come before the
+ * first cpool_shared() to count. NULL when out of memory (callers then run
+ * on their own thread: cpool_run takes NULL). Thread-safe. */
+void cpool_shared_init(int threads);
+cpool_t *cpool_shared(void);
+
 #endif

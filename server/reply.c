@@ -14,6 +14,12 @@ static void release_parts(reply_t *r) {
   r->keep_free = NULL;
 }
 
+int reply_borrows(const reply_t *r) {
+  for (int i = 0; i < r->nparts; i++)
+    if (r->parts[i].owned == NULL) return 1;
+  return 0;
+}
+
 void reply_free(reply_t *r) {
   free(r->body);
   r->body = NULL;

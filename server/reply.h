@@ -8,8 +8,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Bytes sent after the body without being copied into it. */
-enum { REPLY_MAX_PARTS = 16 };
+/* Bytes sent after the body without being copied into it: a binary
+ * answer's tensors, a JSON answer's text printed in pieces (encode.h). */
+enum { REPLY_MAX_PARTS = 32 };
 typedef struct {
   const void *data;
   size_t len;
@@ -23,7 +24,8 @@ typedef struct {
   size_t len;
   /* The raw tensors of a binary answer (framed, .npy), sent after body by
    * reference: they point into buffers the part owns or `keep` owns (the
-   * request and result they came from), released with the reply. */
+   * request and result they came from), released with the reply; and the
+   * pieces of a long JSON array printed at once, each owned. */
   reply_part_t parts[REPLY_MAX_PARTS];
   int nparts;
   size_t parts_len;
@@ -39,6 +41,9 @@ typedef struct {
                                    compressed (encoding.h), else NULL */
 } reply_t;
 
+/* Whether a part points into memory it does not own (what `keep` must
+ * then hold alive, or reply_flatten copy). */
+int reply_borrows(const reply_t *r);
 /* Frees the body, the parts and what `keep` holds. */
 void reply_free(reply_t *r);
 /* Copies the parts into the body (one buffer of len bytes) and releases

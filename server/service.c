@@ -147,13 +147,16 @@ void service_handle(const service_input_t *in, const limits_t *lim,
   }
   if (ok) encoder->encode(&req, &res, out, &prob);
   if (prob.status == 0 && out->nparts > 0) {
-    /* binary tensors in the reply point into req and res */
-    if (in->by_reference && keep_with_reply(out, &req, &res) == 0) {
+    /* binary tensors in the reply point into req and res (the pieces of
+     * a long JSON array are the reply's own: nothing to keep for them,
+     * and sent as they are when the caller takes parts) */
+    int borrows = reply_borrows(out);
+    if (in->by_reference && borrows && keep_with_reply(out, &req, &res) == 0) {
       timing.output_ns = op_stats_now_ns() - mark;
       op_stats_record(in->op, &timing, 1);
       return;
     }
-    if (reply_flatten(out) != 0)
+    if ((borrows || !in->by_reference) && reply_flatten(out) != 0)
       problem_set(&prob, PROBLEM_OUT_OF_MEMORY, NULL, "out of memory");
   }
   if (prob.status != 0) {

@@ -11,6 +11,7 @@ _Static_assert((int)TAIL_MAX_SEGMENTS <= (int)REPLY_MAX_PARTS,
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpool.h"
 #include "fmt.h"
 
 /* The longest text of one number: a shortest float64 ("-2.2250738585072014e-308")
@@ -105,46 +106,119 @@ void encode_shape(buf_t *b, int rank, const int64_t *shape) {
   buf_putc(b, ']');
 }
 
-void encode_doubles(buf_t *b, const double *v, size_t n, norm_dtype_t dtype) {
-  buf_putc(b, '[');
-  for (size_t i = 0; i < n; i++) {
-    if (i) buf_putc(b, ',');
-    encode_number(b, v[i], dtype);
-  }
-  buf_putc(b, ']');
-}
-
 size_t encode_numel(const norm_tensor_t *t) {
   size_t numel = 0;
   norm_tensor_check(t, &numel, NULL);
   return numel;
 }
 
-void encode_tensor_data(buf_t *b, const norm_tensor_t *t) {
-  enum { CHUNK = 4096 }; /* numbers formatted per buffer reservation */
-  size_t numel = encode_numel(t);
-  const half_text_t *halves =
-      t->dtype == NORM_F16 || t->dtype == NORM_BF16 ? half_texts(t->dtype) : NULL;
-  buf_putc(b, '[');
-  for (size_t begin = 0; begin < numel; begin += CHUNK) {
-    size_t end = numel - begin < CHUNK ? numel : begin + CHUNK;
-    char *start = buf_space(b, (end - begin) * NUMBER_TEXT_MAX), *p = start;
-    if (start == NULL) return;
+/* ---- long arrays in pieces on every core ----------------------------------
+ * An array of at least split.min_numel numbers is printed as pieces at once
+ * on the compute pool, each into its own buffer, and the pieces are sealed
+ * into the output (buf_seal) instead of copied: they reach libmicrohttpd
+ * as parts of the reply's I/O vector (encode_finish). Each number's text
+ * is the same function's (print_range) on either path, so the bytes are
+ * the same whatever the pieces. */
+static encode_split_t split = {.min_numel = ENCODE_SPLIT_NUMEL};
+
+void encode_split_configure(const encode_split_t *how) {
+  static const encode_split_t initial = {.min_numel = ENCODE_SPLIT_NUMEL};
+  split = how != NULL ? *how : initial;
+}
+
+/* What is printed: a tensor's elements, or doubles in a dtype's precision. */
+typedef struct {
+  const norm_tensor_t *t; /* NULL: doubles */
+  const double *v;
+  norm_dtype_t dtype;
+} numbers_t;
+
+/* Elements [begin, end) of what, each after a ',' but the very first,
+ * into out (room for (end - begin) * NUMBER_TEXT_MAX bytes); returns the
+ * bytes written. */
+static size_t print_range(const numbers_t *what, size_t begin, size_t end, char *out) {
+  char *p = out;
+  const norm_tensor_t *t = what->t;
+  if (t == NULL) {
     for (size_t i = begin; i < end; i++) {
       if (i) *p++ = ',';
-      if (t->dtype == NORM_F32) {
-        p += float_text(((const float *)t->data)[i], p);
-      } else if (t->dtype == NORM_F64) {
-        p += double_text(((const double *)t->data)[i], p);
-      } else {
-        const half_text_t *h = &halves[((const uint16_t *)t->data)[i]];
-        memcpy(p, h->text, h->len);
-        p += h->len;
-      }
+      p += number_text(what->v[i], what->dtype, p);
     }
-    buf_commit(b, (size_t)(p - start));
+    return (size_t)(p - out);
+  }
+  const half_text_t *halves =
+      t->dtype == NORM_F16 || t->dtype == NORM_BF16 ? half_texts(t->dtype) : NULL;
+  for (size_t i = begin; i < end; i++) {
+    if (i) *p++ = ',';
+    if (t->dtype == NORM_F32) {
+      p += float_text(((const float *)t->data)[i], p);
+    } else if (t->dtype == NORM_F64) {
+      p += double_text(((const double *)t->data)[i], p);
+    } else {
+      const half_text_t *h = &halves[((const uint16_t *)t->data)[i]];
+      memcpy(p, h->text, h->len);
+      p += h->len;
+    }
+  }
+  return (size_t)(p - out);
+}
+
+typedef struct {
+  const numbers_t *what;
+  size_t n, npieces;
+  buf_seg_t *pieces; /* npieces of them; data NULL when out of memory */
+} print_task_t;
+
+static int print_pieces(void *arg, size_t begin, size_t end) {
+  print_task_t *task = arg;
+  for (size_t k = begin; k < end; k++) {
+    size_t from = task->n * k / task->npieces, to = task->n * (k + 1) / task->npieces;
+    char *text = malloc((to - from) * NUMBER_TEXT_MAX + 1);
+    size_t len = text ? print_range(task->what, from, to, text) : 0;
+    /* give back what the bound reserved beyond the text */
+    char *fit = text ? realloc(text, len + 1) : NULL;
+    task->pieces[k] = (buf_seg_t){fit ? fit : text, len};
+  }
+  return 0;
+}
+
+/* [what's n numbers], in pieces on the pool when there are many. */
+static void print_array(buf_t *b, const numbers_t *what, size_t n) {
+  enum { CHUNK = 4096 }; /* numbers formatted per buffer reservation */
+  buf_putc(b, '[');
+  cpool_t *pool = NULL;
+  if (n >= split.min_numel && n >= 2)
+    pool = split.pool != NULL ? split.pool : cpool_shared();
+  size_t npieces = split.pieces ? split.pieces : 2 * (size_t)cpool_threads(pool);
+  if (npieces > ENCODE_MAX_PIECES) npieces = ENCODE_MAX_PIECES;
+  if (npieces > n) npieces = n;
+  if (pool != NULL && cpool_threads(pool) > 1 && npieces > 1) {
+    buf_seg_t pieces[ENCODE_MAX_PIECES];
+    print_task_t task = {.what = what, .n = n, .npieces = npieces, .pieces = pieces};
+    cpool_run(pool, npieces, npieces, print_pieces, &task);
+    for (size_t k = 0; k < npieces; k++) {
+      if (pieces[k].data == NULL) b->failed = 1;
+      buf_seal(b, pieces[k].data, pieces[k].len);
+    }
+  } else {
+    for (size_t begin = 0; begin < n; begin += CHUNK) {
+      size_t end = n - begin < CHUNK ? n : begin + CHUNK;
+      char *start = buf_space(b, (end - begin) * NUMBER_TEXT_MAX);
+      if (start == NULL) return;
+      buf_commit(b, print_range(what, begin, end, start));
+    }
   }
   buf_putc(b, ']');
+}
+
+void encode_doubles(buf_t *b, const double *v, size_t n, norm_dtype_t dtype) {
+  numbers_t what = {.v = v, .dtype = dtype};
+  print_array(b, &what, n);
+}
+
+void encode_tensor_data(buf_t *b, const norm_tensor_t *t) {
+  numbers_t what = {.t = t};
+  print_array(b, &what, encode_numel(t));
 }
 
 void encode_string(buf_t *b, const char *s) {
@@ -201,37 +275,51 @@ size_t encode_doubles_bytes(tail_t *tail, const double *v, size_t n,
   return tail_add(tail, bytes, len, bytes);
 }
 
+/* The reply's parts: the text's runs after the first (the body), then the
+ * tail's tensors. */
+static int add_part(reply_t *out, const void *data, size_t len, void *owned) {
+  if (out->nparts == REPLY_MAX_PARTS) return -1;
+  out->parts[out->nparts++] = (reply_part_t){.data = data, .len = len, .owned = owned};
+  out->parts_len += len;
+  return 0;
+}
+
 int encode_finish(buf_t *head, tail_t *tail, const char *content_type,
                   reply_t *out, problem_t *prob) {
   if (tail != NULL && tail->failed) head->failed = 1;
-  size_t len;
-  char *body = buf_steal(head, &len);
-  if (body == NULL) {
+  int ntail = tail != NULL ? tail->n : 0;
+  /* text printed in pieces goes out as they are, unless the parts would
+   * not hold them (then copied into one run) */
+  if (head->nsealed + ntail > REPLY_MAX_PARTS) {
+    size_t len;
+    char *flat = buf_steal(head, &len);
+    buf_init(head);
+    if (flat != NULL) buf_seal(head, flat, len);
+    else head->failed = 1;
+  }
+  buf_seg_t *runs;
+  int nruns;
+  if (buf_steal_segments(head, &runs, &nruns) != 0) {
     if (tail != NULL) tail_free(tail);
     return problem_set(prob, PROBLEM_OUT_OF_MEMORY, NULL, "out of memory");
   }
   reply_free(out);
   out->status = 200;
   out->content_type = content_type;
-  out->body = body;
-  out->len = len;
-  if (tail != NULL) {
-    /* the tensors go by reference: the caller keeps what they point into
-     * alive with the reply (service.c), or flattens it */
-    for (int i = 0; i < tail->n; i++) {
-      out->parts[i] = (reply_part_t){.data = tail->seg[i].data,
-                                     .len = tail->seg[i].len,
-                                     .owned = tail->seg[i].owned};
-      out->parts_len += tail->seg[i].len;
-    }
-    out->nparts = tail->n;
-    tail_init(tail); /* the reply owns the converted segments now */
-  }
+  out->body = runs[0].data;
+  out->len = runs[0].len;
+  for (int i = 1; i < nruns; i++) add_part(out, runs[i].data, runs[i].len, runs[i].data);
+  free(runs);
+  /* the tensors go by reference: the caller keeps what they point into
+   * alive with the reply (service.c), or flattens it */
+  for (int i = 0; i < ntail; i++)
+    add_part(out, tail->seg[i].data, tail->seg[i].len, tail->seg[i].owned);
+  if (tail != NULL) tail_init(tail); /* the reply owns the converted segments now */
   return 0;
 }
 
 int encode_finish_json(buf_t *json, tail_t *tail, reply_t *out, problem_t *prob) {
-  size_t header_len = json->len;
+  size_t header_len = buf_total(json);
   if (tail == NULL) return encode_finish(json, NULL, "application/json", out, prob);
   if (encode_finish(json, tail, "application/octet-stream", out, prob) != 0) return -1;
   out->header_length = (int64_t)header_len;

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "buf.h"
+#include "cpool.h"
 #include "norm.h"
 #include "problem.h"
 #include "reply.h"
@@ -22,6 +23,25 @@ void encode_shape(buf_t *b, int rank, const int64_t *shape);
 void encode_doubles(buf_t *b, const double *v, size_t n, norm_dtype_t dtype);
 /* [x0,x1,...]: every element of t, flat, row-major. */
 void encode_tensor_data(buf_t *b, const norm_tensor_t *t);
+
+/* How encode_doubles and encode_tensor_data print a long array: from
+ * min_numel numbers on, in `pieces` pieces at once on `pool` (NULL:
+ * cpool_shared(); pieces 0: two per thread, at most ENCODE_MAX_PIECES),
+ * sealed into the buffer (buf_seal) rather than copied; the bytes are the
+ * same as one pass's. */
+typedef struct {
+  cpool_t *pool;
+  size_t min_numel;
+  size_t pieces;
+} encode_split_t;
+enum { ENCODE_MAX_PIECES = 8 };
+/* The default threshold, chosen like numarray.h's (not yet measured):
+ * ~300 KiB of text, a piece of two per core still ~100 us of printing. */
+enum { ENCODE_SPLIT_NUMEL = 32768 };
+
+/* The split used from now on (NULL: the default above); for the tests and
+ * the bench. Not thread-safe: call it while nothing is encoded. */
+void encode_split_configure(const encode_split_t *split);
 /* A JSON string literal with escapes. */
 void encode_string(buf_t *b, const char *s);
 
@@ -53,7 +73,8 @@ size_t encode_doubles_bytes(tail_t *tail, const double *v, size_t n,
 size_t encode_numel(const norm_tensor_t *t);
 
 /* Finishes a 200 reply of content_type: head's bytes, then, when tail is
- * non-NULL, its tensors as the reply's parts, by reference, not copied:
+ * non-NULL, its tensors as the reply's parts, by reference, not copied
+ * (and head's sealed pieces as parts before them, owned by the reply):
  * whatever they point into must outlive the reply (service.c keeps the
  * request and result with it) or the reply must be flattened first. Takes
  * both. Returns 0, or -1 with a 500 problem. */

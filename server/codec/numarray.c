@@ -9,7 +9,11 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
+#include "cpool.h"
 #include "fmt.h"
 
 /* A placeholder is a string: `mark_len` characters \x01 (each written as
@@ -206,6 +210,277 @@ after_value:
   return SCAN_OK;
 }
 
+/* ---- one big array on every core ------------------------------------------
+ * An array whose text is at least split->min_bytes long is scanned in
+ * pieces on the compute pool, each into its own values, then checked and
+ * joined; the answer (taken or not, and what is taken) is scan_array's for
+ * the same text, bit for bit, whatever the cuts:
+ *
+ * - Where it ends: bracket_end counts '[' and ']' and ignores strings. A
+ *   taken array's strings are non-finite spellings, which hold no
+ *   bracket, comma or quote, so for an array scan_array takes this is its
+ *   end; for one it refuses, any end does, since then some piece refuses.
+ * - Where it is cut: at a ',' at or past every piece_bytes. In an array
+ *   scan_array takes every ',' is a separator. A cut inside a string
+ *   (which scan_array refuses: no spelling holds a comma) leaves the piece
+ *   before it a string that does not close: it refuses too.
+ * - Each piece reads its text with scan_array's grammar and parsers (a
+ *   number or spelling ends before the cut's ',' exactly as before it);
+ *   between two leaves it notes the ']' and '[' it crossed. Leaves at one
+ *   depth mean as many '[' as ']' in every gap, and fewer than the rank
+ *   (else the array would have ended); join_pieces checks that, the gaps
+ *   across cuts included, and replays the gaps through scan_array's
+ *   per-level counts (rectangular, non-empty) on one thread: one step per
+ *   row, not per number.
+ * So the numbers are parsed by the same code, and an array refused here is
+ * refused by scan_array: it stays in the skeleton, and every error is
+ * still the slow path's, naming the same first bad element. */
+
+/* The ']' between one leaf and the next (as many '[' follow them). */
+typedef struct {
+  size_t leaf; /* the leaf after the gap, counted within its piece */
+  int closes;
+} gap_t;
+
+typedef struct {
+  const char *begin, *end; /* after a cut's ',' (the first: the array's
+                              '['), up to the next cut (the last: past the
+                              array's final ']') */
+  size_t leaves; /* its commas + 1: the leaves it holds if the array is
+                    taken (every comma lies between two leaves) */
+  double *values; /* room for `leaves`, in the joined values */
+  size_t count;
+  gap_t *gaps; /* only gaps with brackets: one per row, not per number */
+  size_t ngaps, gaps_cap;
+  int head_opens;  /* '[' before its first leaf (the first piece: the rank) */
+  int tail_closes; /* ']' after its last leaf */
+  scan_result_t result;
+} piece_t;
+
+static int push_gap(piece_t *pc, size_t leaf, int closes) {
+  if (pc->ngaps == pc->gaps_cap) {
+    size_t want = pc->gaps_cap ? 2 * pc->gaps_cap : 64;
+    gap_t *grown = realloc(pc->gaps, want * sizeof *grown);
+    if (grown == NULL) return -1;
+    pc->gaps = grown;
+    pc->gaps_cap = want;
+  }
+  pc->gaps[pc->ngaps++] = (gap_t){leaf, closes};
+  return 0;
+}
+
+/* scan_array's grammar over one piece: its leaves into pc->values (more
+ * than pc->leaves of them, or fewer, and the array is not one scan_array
+ * takes), its bracketed gaps into pc->gaps. The piece's end stands for
+ * the cut's ',' (or, for the last, the end of the array). */
+static scan_result_t scan_piece(piece_t *pc) {
+  const char *p = pc->begin, *end = pc->end;
+  int opens = 0, closes = 0;
+value:
+  p = skip_ws(p, end);
+  if (p >= end) return SCAN_REJECTED;
+  if (*p == '[') {
+    if (++opens > NORM_MAX_RANK) return SCAN_REJECTED;
+    p++;
+    goto value;
+  }
+  double d;
+  size_t n;
+  if (*p == '"') {
+    n = nonfinite_len(p, end, &d);
+  } else {
+    n = fmt_parse_double(p, (size_t)(end - p), &d);
+    if (n > 0 && isinf(d)) return SCAN_REJECTED; /* as scan_array */
+  }
+  if (n == 0 || pc->count == pc->leaves) return SCAN_REJECTED;
+  p += n;
+  if (pc->count == 0) pc->head_opens = opens;
+  else if (opens != closes) return SCAN_REJECTED; /* leaves at two depths */
+  else if (closes > 0 && push_gap(pc, pc->count, closes) != 0) return SCAN_OOM;
+  pc->values[pc->count++] = d;
+  opens = closes = 0;
+after_value:
+  p = skip_ws(p, end);
+  if (p >= end) {
+    pc->tail_closes = closes;
+    return pc->count == pc->leaves ? SCAN_OK : SCAN_REJECTED;
+  }
+  if (*p == ',') {
+    p++;
+    goto value;
+  }
+  if (*p != ']' || ++closes > NORM_MAX_RANK) return SCAN_REJECTED;
+  p++;
+  goto after_value;
+}
+
+/* Past the ']' that closes the array whose '[' is at p, counting brackets
+ * only (see above), or NULL when none does before end or they nest deeper
+ * than scan_array reads. */
+static const char *bracket_end(const char *p, const char *end) {
+  const char *open = p, *close = memchr(p, ']', (size_t)(end - p));
+  int depth = 0;
+  while (close != NULL) {
+    if (open != NULL && open < close) {
+      if (++depth > NORM_MAX_RANK) return NULL;
+      open = memchr(open + 1, '[', (size_t)(end - open - 1));
+    } else {
+      if (--depth == 0) return close + 1;
+      close = memchr(close + 1, ']', (size_t)(end - close - 1));
+    }
+  }
+  return NULL;
+}
+
+/* The commas in [p, end): with SSE2 (every x86-64) sixteen bytes at a
+ * time, each match subtracting -1 from a byte counter that is summed
+ * (psadbw) before it can wrap; elsewhere eight at a time, where a byte of
+ * w ^ ','s is zero exactly at a comma and ~(((x & 0x7f..) + 0x7f..) | x)
+ * sets the top bit of exactly those bytes (no carry crosses a byte). A
+ * plain byte loop would cost a fifth of the parse itself. */
+static size_t count_commas(const char *p, const char *end) {
+  size_t n = 0;
+#ifdef __SSE2__
+  const __m128i comma = _mm_set1_epi8(',');
+  while (end - p >= 16) {
+    __m128i counts = _mm_setzero_si128();
+    for (int k = 0; k < 255 && end - p >= 16; k++, p += 16) {
+      __m128i bytes = _mm_loadu_si128((const __m128i *)(const void *)p);
+      counts = _mm_sub_epi8(counts, _mm_cmpeq_epi8(bytes, comma));
+    }
+    __m128i sums = _mm_sad_epu8(counts, _mm_setzero_si128());
+    n += (size_t)_mm_cvtsi128_si32(sums) + (size_t)_mm_extract_epi16(sums, 4);
+  }
+#else
+  const uint64_t low7 = 0x7f7f7f7f7f7f7f7full, ones = 0x0101010101010101ull;
+  for (; end - p >= 8; p += 8) {
+    uint64_t w;
+    memcpy(&w, p, sizeof w);
+    uint64_t x = w ^ (ones * ',');
+    uint64_t zero = ~(((x & low7) + low7) | x) & ~low7;
+    n += (size_t)(((zero >> 7) * ones) >> 56);
+  }
+#endif
+  for (; p < end; p++) n += *p == ',';
+  return n;
+}
+
+static int count_leaves(void *arg, size_t begin, size_t end) {
+  piece_t *pieces = arg;
+  for (size_t i = begin; i < end; i++)
+    pieces[i].leaves = count_commas(pieces[i].begin, pieces[i].end) + 1;
+  return 0;
+}
+
+static int scan_pieces(void *arg, size_t begin, size_t end) {
+  piece_t *pieces = arg;
+  for (size_t i = begin; i < end; i++) pieces[i].result = scan_piece(&pieces[i]);
+  return 0;
+}
+
+/* One gap of `closes` brackets before leaf `leaf` (of the whole array)
+ * through scan_array's counts: the innermost level's elements are leaves
+ * since the last gap, each level closed must have the length of the
+ * first one closed at its depth. */
+static int replay_gap(numarray_t *a, int64_t *count, size_t *last_leaf, size_t leaf,
+                      int closes) {
+  int rank = a->rank;
+  count[rank - 1] += (int64_t)(leaf - *last_leaf);
+  *last_leaf = leaf;
+  for (int d = rank - 1; d >= rank - closes; d--) {
+    if (a->shape[d] == 0) a->shape[d] = count[d];
+    else if (a->shape[d] != count[d]) return -1; /* ragged */
+    count[d] = 0;
+    if (d > 0) count[d - 1]++;
+  }
+  return 0;
+}
+
+/* The pieces' verdict on the whole array: SCAN_OK with a's rank and
+ * shape. */
+static scan_result_t join_pieces(const piece_t *pieces, size_t n, numarray_t *a) {
+  for (size_t i = 0; i < n; i++)
+    if (pieces[i].result != SCAN_OK) return pieces[i].result;
+  int rank = pieces[0].head_opens;
+  int64_t count[NORM_MAX_RANK] = {0};
+  size_t last_leaf = 0, leaves = 0;
+  a->rank = rank;
+  for (size_t i = 0; i < n; i++) {
+    const piece_t *pc = &pieces[i];
+    if (i > 0) { /* the gap across the cut */
+      int closes = pieces[i - 1].tail_closes;
+      if (closes != pc->head_opens || closes >= rank) return SCAN_REJECTED;
+      if (closes > 0 && replay_gap(a, count, &last_leaf, leaves, closes) != 0)
+        return SCAN_REJECTED;
+    }
+    for (size_t g = 0; g < pc->ngaps; g++)
+      if (pc->gaps[g].closes >= rank ||
+          replay_gap(a, count, &last_leaf, leaves + pc->gaps[g].leaf,
+                     pc->gaps[g].closes) != 0)
+        return SCAN_REJECTED;
+    leaves += pc->count;
+  }
+  if (pieces[n - 1].tail_closes != rank ||
+      replay_gap(a, count, &last_leaf, leaves, rank) != 0)
+    return SCAN_REJECTED;
+  return SCAN_OK;
+}
+
+/* scan_array's answer for the array at p, found on the pool when its text
+ * is long; see above. The pieces count their commas first, so each parses
+ * straight into its place in vals. */
+static scan_result_t scan_array_split(const char *p, const char *end, numarray_t *a,
+                                      values_t *vals, const char **after,
+                                      const numarray_split_t *split) {
+  const char *close = (size_t)(end - p) >= split->min_bytes ? bracket_end(p, end) : NULL;
+  size_t len = close ? (size_t)(close - p) : 0;
+  cpool_t *pool = split->pool;
+  if (len >= split->min_bytes && pool == NULL) pool = cpool_shared();
+  size_t threads = (size_t)cpool_threads(pool);
+  size_t piece_bytes = split->piece_bytes ? split->piece_bytes
+                                          : len / (2 * threads) + 1;
+  if (len < split->min_bytes || len < 2 * piece_bytes || threads < 2)
+    return scan_array(p, end, a, vals, after);
+
+  piece_t *pieces = calloc(len / piece_bytes + 1, sizeof *pieces);
+  scan_result_t result = SCAN_OOM;
+  size_t n = 0;
+  if (pieces == NULL) goto done;
+  for (const char *begin = p; begin != NULL; n++) {
+    const char *target = p + (n + 1) * piece_bytes;
+    if (target < begin) target = begin; /* the last cut was past it */
+    const char *cut = target < close ? memchr(target, ',', (size_t)(close - target)) : NULL;
+    pieces[n].begin = begin;
+    pieces[n].end = cut ? cut : close;
+    begin = cut ? cut + 1 : NULL;
+  }
+  cpool_run(pool, n, n, count_leaves, pieces);
+  size_t total = 0;
+  for (size_t i = 0; i < n; i++) total += pieces[i].leaves;
+  if (vals->cap - vals->len < total) {
+    double *grown = realloc(vals->v, (vals->len + total) * sizeof *grown);
+    if (grown == NULL) goto done;
+    vals->v = grown;
+    vals->cap = vals->len + total;
+  }
+  for (size_t i = 0, at = vals->len; i < n; at += pieces[i++].leaves)
+    pieces[i].values = vals->v + at;
+  cpool_run(pool, n, n, scan_pieces, pieces);
+  memset(a, 0, sizeof *a);
+  result = join_pieces(pieces, n, a);
+  if (result != SCAN_OK) goto done;
+  a->text = p;
+  a->len = len;
+  a->count = total;
+  a->first = vals->len;
+  vals->len += total;
+  *after = close;
+done:
+  for (size_t i = 0; pieces != NULL && i < n; i++) free(pieces[i].gaps);
+  free(pieces);
+  return result;
+}
+
 /* Is the JSON string whose opening quote is at s the key of tensor data,
  * in an object at this depth (1: the body's own)? */
 static int is_tensor_key(const char *s, const char *end, int depth) {
@@ -245,8 +520,8 @@ static int skeleton_room(numarrays_t *out, size_t *cap, size_t more) {
 
 /* One pass of numarray_extract with placeholders of mark_len marks; the
  * longest run of \u0001 escapes in the body's strings goes to *run. */
-static int extract(const char *json, size_t len, int mark_len, numarrays_t *out,
-                   int *run) {
+static int extract(const char *json, size_t len, int mark_len,
+                   const numarray_split_t *split, numarrays_t *out, int *run) {
   memset(out, 0, sizeof *out);
   out->mark_len = mark_len;
   *run = 0;
@@ -277,11 +552,11 @@ static int extract(const char *json, size_t len, int mark_len, numarrays_t *out,
       continue;
     }
     numarray_t a;
-    const char *after;
+    const char *after = p; /* set by a scan that takes the array */
     scan_result_t scanned = SCAN_REJECTED;
     size_t kept = vals.len;
     if (c == '[' && key != NULL && is_tensor_key(key, end, depth))
-      scanned = scan_array(p, end, &a, &vals, &after);
+      scanned = scan_array_split(p, end, &a, &vals, &after, split);
     if (scanned == SCAN_OOM) goto oom;
     if (scanned == SCAN_OK) {
       /* A placeholder may be longer than the array it replaces ("[1]"). */
@@ -325,14 +600,26 @@ oom:
   return -1;
 }
 
-int numarray_extract(const char *json, size_t len, numarrays_t *out) {
+int numarray_extract_split(const char *json, size_t len,
+                           const numarray_split_t *split, numarrays_t *out) {
   int run;
-  if (extract(json, len, 1, out, &run) != 0) return -1;
+  if (extract(json, len, 1, split, out, &run) != 0) return -1;
   if (run == 0) return 0;
   /* A client string holds the mark: again with a longer one (rare, so
    * the common body is scanned once). */
   numarray_free(out);
-  return extract(json, len, run + 1, out, &run);
+  return extract(json, len, run + 1, split, out, &run);
+}
+
+static numarray_split_t default_split = {.min_bytes = NUMARRAY_SPLIT_BYTES};
+
+void numarray_split_configure(const numarray_split_t *split) {
+  static const numarray_split_t initial = {.min_bytes = NUMARRAY_SPLIT_BYTES};
+  default_split = split != NULL ? *split : initial;
+}
+
+int numarray_extract(const char *json, size_t len, numarrays_t *out) {
+  return numarray_extract_split(json, len, &default_split, out);
 }
 
 void numarray_free(numarrays_t *a) {

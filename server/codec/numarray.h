@@ -28,6 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cpool.h"
 #include "norm.h"
 
 /* One replaced array: its text in the original body (from '[' to ']'),
@@ -61,9 +62,41 @@ typedef struct {
  * measuring the nesting depth on the way (jansson has no limit of its own:
  * the caller checks it before any parse). When nothing is worth replacing,
  * out->skeleton is NULL and the caller parses json itself. Returns 0, or
- * -1 when out of memory (out is then empty). */
+ * -1 when out of memory (out is then empty). A long array is parsed on
+ * the compute pool (numarray_extract_split, NUMARRAY_SPLIT_BYTES). */
 int numarray_extract(const char *json, size_t len, numarrays_t *out);
 void numarray_free(numarrays_t *a);
+
+/* How numarray_extract_split scans a long array on a compute pool: its
+ * text cut at commas into pieces parsed at once, then joined (numarray.c
+ * explains why the answer is the one-pass scan's, whatever the cuts). An
+ * array shorter than min_bytes, or a pool of one thread, is scanned in
+ * one pass. pool NULL: cpool_shared(). piece_bytes 0: the text in two
+ * pieces per thread; else each cut is at the first ',' at or past the
+ * next multiple of piece_bytes (the tests place cuts with it). */
+typedef struct {
+  cpool_t *pool;
+  size_t min_bytes;
+  size_t piece_bytes;
+} numarray_split_t;
+
+/* numarray_extract's threshold: arrays of this much text or more are
+ * split. Chosen, not yet measured (the machine it was written on was
+ * saturated): at 256 KiB a piece of two per core still parses for ~100 us,
+ * far above the pool's hand-off; bench/codec_bench.c compares 1 thread
+ * with the pool at 10 MiB. */
+enum { NUMARRAY_SPLIT_BYTES = 256 << 10 };
+
+/* numarray_extract with arrays split as `split` says; out is bit for bit
+ * the same as with any other split. */
+int numarray_extract_split(const char *json, size_t len,
+                           const numarray_split_t *split, numarrays_t *out);
+
+/* The split numarray_extract uses from now on (NULL: the default, the
+ * shared pool above NUMARRAY_SPLIT_BYTES); for the tests and the bench,
+ * which compare one pass with pieces through the whole codec. Not
+ * thread-safe: call it while no request is decoded. */
+void numarray_split_configure(const numarray_split_t *split);
 
 /* The replaced array that v (a value of the parsed skeleton) stands for,
  * or NULL when v is not a placeholder of a. a may be NULL. */

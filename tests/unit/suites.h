@@ -33,6 +33,8 @@
   X(codec_framed)                                                              \
   X(codec_kserve)                                                               \
   X(numarray)                                                                  \
+  X(numarray_split)                                                            \
+  X(encode_split)                                                              \
   X(log)                                                                       \
   X(request_id)                                                                \
   X(ops)                                                                       \
