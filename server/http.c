@@ -8,10 +8,11 @@
  * body past the limit is read and dropped, and its 413 goes out when the
  * upload ends, as MHD 0.9 cannot answer mid-body), reserves a pool slot
  * (503 + Retry-After when full: from the headers alone when the pool is
- * already full, else when the body is in), suspends the connection and
- * submits a job. The worker runs service_handle(); the loop thread stores
- * the reply on the connection and resumes it; MHD calls the handler again,
- * which queues the reply. Every request ends in on_completed(), which logs,
+ * already full, else when the body is in). A small body (inline_body_bytes)
+ * is then computed right there, in the handler call, and its reply queued;
+ * a larger one suspends the connection and becomes a job: the worker runs
+ * service_handle(); the loop thread stores the reply on the connection and
+ * resumes it; MHD calls the handler again, which queues the reply. Every request ends in on_completed(), which logs,
  * counts and frees. A compute request counts as open (server.accepted, what
  * a drain waits for) from its first call, when its headers are in: an
  * upload in progress at SIGTERM is read, computed and answered (within
