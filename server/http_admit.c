@@ -160,7 +160,8 @@ static int computes_here(const request_state_t *rs) {
  * meanwhile, so max_inflight, the 503 and a drain's wait count it as they
  * count a job. */
 static enum MHD_Result compute_here(request_state_t *rs,
-                                    const query_view_t *query) {
+                                    const query_view_t *query,
+                                    uint64_t submitted_ns) {
   server_t *srv = rs->srv;
   struct MHD_Connection *c = rs->mhd_conn;
   service_input_t in = {
@@ -174,6 +175,9 @@ static enum MHD_Result compute_here(request_state_t *rs,
       .query = query->param,
       .nquery = query->n,
       .kserve = router_is_v2(rs->path),
+      /* op_stats' "queue": from the body's end to the decode, as for a
+       * job (here only the slot and the query: well under a microsecond) */
+      .queue_ns = op_stats_now_ns() - submitted_ns,
       .by_reference = 1,
       .request_id = rs->request_id};
   rs->body = (body_t){0}; /* the service owns it now */
@@ -189,6 +193,7 @@ static enum MHD_Result compute_here(request_state_t *rs,
  * first call, so a drain that began since waits for it. */
 enum MHD_Result http__submit_compute(request_state_t *rs) {
   server_t *srv = rs->srv;
+  uint64_t submitted_ns = op_stats_now_ns();
   if (pool_try_reserve(srv->pool) != 0) { /* filled up while the body came */
     overloaded(rs);
     return http__send_reply(rs);
@@ -198,7 +203,7 @@ enum MHD_Result http__submit_compute(request_state_t *rs) {
     pool_release(srv->pool);
     return http__send_reply(rs);
   }
-  if (computes_here(rs)) return compute_here(rs, &query);
+  if (computes_here(rs)) return compute_here(rs, &query, submitted_ns);
   job_t *job = calloc(1, sizeof *job);
   struct MHD_Connection *c = rs->mhd_conn;
   if (job == NULL ||
