@@ -5,6 +5,16 @@
 #
 #   bench/http_bench.sh            # 10 s per row
 #   DURATION=5 CONNECTIONS=32 bench/http_bench.sh
+#   BASE=/path/to/other/normd bench/http_bench.sh   # A/B: its rows too
+#     (with its own config, BASE_CONFIG, default the one beside it:
+#     BASE/../../config/normd.json)
+#
+# The 1x768 JSON case runs with two bodies (the bench's own, compact, six
+# decimals; and what Python's json.dumps prints for float32 values rounded
+# to six decimals: 17 significant digits, ", " separators) against two
+# daemons: access log on (log_level info, as `make run` with
+# config/normd.json: a line per request, to a file here) and --log-level
+# warn. The large cases run at warn.
 #
 # Loopback only. normd is the build from `make` (release flags: -O2, no
 # -march=native). wrk and nginx share the machine's cores with normd, so
@@ -29,6 +39,13 @@ for name, rows, cols in (("small", 1, 768), ("large", 512, 2048)):
     body = {"input": {"shape": [rows, cols], "dtype": "float32", "data": data}}
     with open(f"{out}/{name}.json", "w") as f:
         json.dump(body, f, separators=(",", ":"))
+    if name == "small":
+        # what a Python user sends: float32 values (here the nearest float32
+        # to each) printed by json.dumps as the doubles they are
+        as_f32 = [struct.unpack("<f", struct.pack("<f", v))[0] for v in data]
+        body = {"input": {"shape": [rows, cols], "dtype": "float32", "data": as_f32}}
+        with open(f"{out}/small_py.json", "w") as f:
+            json.dump(body, f)
     raw = struct.pack(f"<{rows * cols}f", *data)
     header = ("{'descr': '<f4', 'fortran_order': False, 'shape': (%d, %d), }" % (rows, cols))
     pad = (64 - (10 + len(header) + 1) % 64) % 64
@@ -43,19 +60,31 @@ for name, rows, cols in (("small", 1, 768), ("large", 512, 2048)):
         f.write(str(len(meta)))
 PY
 
-start_normd
+# The daemons, by setting: their ports and pids.
+declare -A d_port d_pid
+start_normd warn "$NORMD" warn && d_port[warn]=$port d_pid[warn]=$normd_pid
+start_normd info "$NORMD" info && d_port[info]=$port d_pid[info]=$normd_pid
+settings=(info warn)
+if [ -n "${BASE:-}" ]; then
+  base_config=${BASE_CONFIG:-$(dirname "$BASE")/../config/normd.json}
+  start_normd warn "$BASE" base-warn "$base_config" && d_port[base-warn]=$port d_pid[base-warn]=$normd_pid
+  start_normd info "$BASE" base-info "$base_config" && d_port[base-info]=$port d_pid[base-info]=$normd_pid
+  settings=(info base-info warn base-warn)
+fi
+port=${d_port[warn]}
 
 mkdir -p "$work/www"
-# case name, request file, Content-Type, Accept
+# case name, request file, Content-Type, Accept, daemon settings
 cases=(
-  "layer 1x768 JSON|small.json|application/json|application/json"
-  "layer 512x2048 JSON|large.json|application/json|application/json"
-  "layer 512x2048 .npy|large.npy|application/x-npy|application/x-npy"
-  "layer 512x2048 framed|large.framed|application/octet-stream|application/octet-stream"
+  "layer 1x768 JSON (bench text)|small.json|application/json|application/json|${settings[*]}"
+  "layer 1x768 JSON (json.dumps float32)|small_py.json|application/json|application/json|${settings[*]}"
+  "layer 512x2048 JSON|large.json|application/json|application/json|warn"
+  "layer 512x2048 .npy|large.npy|application/x-npy|application/x-npy|warn"
+  "layer 512x2048 framed|large.framed|application/octet-stream|application/octet-stream|warn"
 )
 i=0
 for c in "${cases[@]}"; do
-  IFS='|' read -r label file ctype accept <<<"$c"
+  IFS='|' read -r label file ctype accept _ <<<"$c"
   extra=()
   [ "$ctype" = application/octet-stream ] &&
     extra=(-H "Inference-Header-Content-Length: $(cat "$work/${file}.len")")
@@ -116,10 +145,10 @@ run_wrk() {
 # Waits until normd has finished the jobs a previous row left queued (wrk
 # hangs up at the end of a row, but accepted requests still run), so rows
 # do not bleed into each other. The metrics request itself is in flight.
-wait_idle() {
+wait_idle() { # [PORT]
   for _ in $(seq 600); do
     local n
-    n=$(curl -sf "http://127.0.0.1:$port/metrics" | awk '$1 == "normd_inflight_requests" {print $2}')
+    n=$(curl -sf "http://127.0.0.1:${1:-$port}/metrics" | awk '$1 == "normd_inflight_requests" {print $2}')
     [ "${n:-2}" -le 1 ] 2>/dev/null && return 0
     sleep 0.1
   done
@@ -128,7 +157,7 @@ wait_idle() {
 # The daemon's peak RSS (VmHWM) since the last reset_peak_rss, in MiB.
 # Writing 5 to clear_refs resets the peak (Linux >= 4.0; needs the same
 # user or root); without it the figure is the peak since the daemon started.
-normd_pid=${pids[0]}
+normd_pid=${d_pid[warn]}
 reset_peak_rss() { echo 5 >"/proc/$normd_pid/clear_refs" 2>/dev/null || true; }
 rss_kib() { awk -v k="$1" '$1 == k":" {print $2}' "/proc/$normd_pid/status"; }
 peak_rss_mib() { awk -v k="$(rss_kib VmHWM)" 'BEGIN { printf "%.0f", k / 1024 }'; }
@@ -141,28 +170,45 @@ to_ms() { # wrk prints 1.23ms / 456.00us / 1.20s
 
 printf '\nnormd %s, %s s per row, %s connections, %s wrk threads, %s CPUs\n\n' \
   "$("$NORMD" --version | awk '{print $2}')" "$DURATION" "$CONNECTIONS" "$WRK_THREADS" "$(nproc)"
+# the daemon's column: what each setting is
+server_name() {
+  case $1 in
+  info) echo "normd, access log on (info)" ;;
+  warn) echo "normd, --log-level warn" ;;
+  base-info) echo "normd BASE, access log on (info)" ;;
+  base-warn) echo "normd BASE, --log-level warn" ;;
+  esac
+}
 printf '| case | server | req/s | p50 ms | p99 ms | non-2xx | response bytes | MB/s out | vs ceiling | peak RSS MiB |\n'
 printf '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n'
 i=0
 for c in "${cases[@]}"; do
-  IFS='|' read -r label file ctype accept <<<"$c"
+  IFS='|' read -r label file ctype accept row_settings <<<"$c"
   hdrlen=""
   [ "$ctype" = application/octet-stream ] && hdrlen=$(cat "$work/${file}.len")
   bytes=$(stat -c %s "$work/www/out$i")
-  wait_idle
-  reset_peak_rss
-  read -r n_rps n_p50 n_p99 n_err < <(CTYPE="$ctype" ACCEPT="$accept" HDRLEN="$hdrlen" \
-    run_wrk "http://127.0.0.1:$port/v1/norm/layer" "$work/post.lua" "$work/$file")
-  n_rss=$(peak_rss_mib)
-  [ "$file" = large.framed ] && framed_peak=$n_rss
+  # nginx first: the ceiling each normd row of the case is divided by
   read -r g_rps g_p50 g_p99 g_err < <(run_wrk "http://127.0.0.1:$nginx_port/out$i")
-  ratio=$(awk -v a="$n_rps" -v b="$g_rps" 'BEGIN { printf "%.3f", a / b }')
-  mb_n=$(awk -v r="$n_rps" -v b="$bytes" 'BEGIN { printf "%.1f", r * b / 1e6 }')
   mb_g=$(awk -v r="$g_rps" -v b="$bytes" 'BEGIN { printf "%.1f", r * b / 1e6 }')
-  printf '| %s | normd | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$label" "$n_rps" "$n_p50" "$n_p99" "$n_err" "$bytes" "$mb_n" "$ratio" "$n_rss"
   printf '| %s | nginx static (ceiling) | %s | %s | %s | %s | %s | %s | 1 | |\n' "$label" "$g_rps" "$g_p50" "$g_p99" "$g_err" "$bytes" "$mb_g"
+  for s in $row_settings; do
+    wait_idle "${d_port[$s]}"
+    normd_pid=${d_pid[$s]}
+    reset_peak_rss
+    read -r n_rps n_p50 n_p99 n_err < <(CTYPE="$ctype" ACCEPT="$accept" HDRLEN="$hdrlen" \
+      run_wrk "http://127.0.0.1:${d_port[$s]}/v1/norm/layer" "$work/post.lua" "$work/$file")
+    n_rss=$(peak_rss_mib)
+    [ "$file" = large.framed ] && [ "$s" = warn ] && framed_peak=$n_rss
+    ratio=$(awk -v a="$n_rps" -v b="$g_rps" 'BEGIN { printf "%.3f", a / b }')
+    mb_n=$(awk -v r="$n_rps" -v b="$bytes" 'BEGIN { printf "%.1f", r * b / 1e6 }')
+    printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$label" "$(server_name "$s")" "$n_rps" "$n_p50" "$n_p99" "$n_err" "$bytes" "$mb_n" "$ratio" "$n_rss"
+  done
   i=$((i + 1))
 done
+normd_pid=${d_pid[warn]}
+dropped=$(curl -sf "http://127.0.0.1:${d_port[info]}/metrics" | awk '$1 == "normd_log_lines_dropped_total" {print $2}')
+printf '\naccess log (info daemon): %s lines written, %s dropped (normd_log_lines_dropped_total)\n' \
+  "$(grep -c ' info POST ' "$work/info.log" || true)" "${dropped:-?}"
 
 # Memory (issue 8): peak RSS with CONNECTIONS concurrent framed requests of
 # the large tensor, against 40 MiB + 3x the request bytes in flight; and

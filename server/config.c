@@ -81,6 +81,9 @@ static const key_def_t keys[] = {
             "largest tensor accepted, in elements"),
     INT_KEY(max_inflight, 1, 100000, 64,
             "jobs queued or running before new requests get 503 + Retry-After"),
+    INT_KEY(inline_body_bytes, 0, INT64_C(4294967296), 64 * 1024,
+            "compute requests with a body up to this many bytes on the HTTP "
+            "thread that read them, not in the pool; 0 = all in the pool"),
     INT_KEY(max_connections, 1, 100000, 1024, "concurrent connections"),
     INT_KEY(per_ip_connections, 0, 100000, 0,
             "concurrent connections per client IP; 0 = unlimited"),

@@ -17,6 +17,8 @@ typedef struct {
   int64_t max_body_bytes;    /* larger bodies get 413 */
   int64_t max_elements;      /* largest tensor accepted, in elements */
   int64_t max_inflight;      /* queued + running jobs before 503 */
+  int64_t inline_body_bytes; /* bodies up to this are computed on the HTTP
+                                thread; 0 = all in the pool */
   int64_t max_connections;   /* concurrent connections */
   int64_t per_ip_connections;/* concurrent connections per client IP; 0 = off */
   int64_t connection_timeout_s; /* idle connection timeout */

@@ -8,10 +8,11 @@
  * body past the limit is read and dropped, and its 413 goes out when the
  * upload ends, as MHD 0.9 cannot answer mid-body), reserves a pool slot
  * (503 + Retry-After when full: from the headers alone when the pool is
- * already full, else when the body is in), suspends the connection and
- * submits a job. The worker runs service_handle(); the loop thread stores
- * the reply on the connection and resumes it; MHD calls the handler again,
- * which queues the reply. Every request ends in on_completed(), which logs,
+ * already full, else when the body is in). A small body (inline_body_bytes)
+ * is then computed right there, in the handler call, and its reply queued;
+ * a larger one suspends the connection and becomes a job: the worker runs
+ * service_handle(); the loop thread stores the reply on the connection and
+ * resumes it; MHD calls the handler again, which queues the reply. Every request ends in on_completed(), which logs,
  * counts and frees. A compute request counts as open (server.accepted, what
  * a drain waits for) from its first call, when its headers are in: an
  * upload in progress at SIGTERM is read, computed and answered (within
@@ -41,9 +42,13 @@
 /* libmicrohttpd's memory per connection (its default is 32 KiB): the
  * request line and headers, and the read buffer a body arrives through,
  * so it sets how many bytes one recv() and one call of the access handler
- * take. See bench/http_bench.sh for the effect on large bodies. */
+ * take. But MHD zeroes all of it after every request of a kept-alive
+ * connection (MHD_pool_reset, 0.9.75): at 128 KiB that memset was 6.6% of
+ * the daemon's CPU for 1x768 JSON requests, at 64 KiB 4.7%, at 32 KiB 2.5%
+ * (perf record under wrk); 64 KiB keeps large bodies' reads big. See
+ * bench/http_bench.sh for the effect on large bodies. */
 #ifndef CONNECTION_MEMORY
-#define CONNECTION_MEMORY (128 * 1024)
+#define CONNECTION_MEMORY (64 * 1024)
 #endif
 
 static double elapsed_s(const struct timespec *since) {

@@ -91,29 +91,48 @@ static int copy_header(char **dst, const char *value) {
 
 enum { MAX_QUERY_PARAMS = 64 };
 
-/* MHD iterator: copies each query parameter into the job (values already
- * percent-decoded). Stops, leaving nquery past the limit, when there are
- * too many; a failed copy leaves a NULL key. */
-static enum MHD_Result collect_query(void *cls, enum MHD_ValueKind kind,
-                                     const char *key, const char *value) {
+/* The query parameters as MHD holds them (values already percent-decoded),
+ * borrowed: valid while the request's handler call lasts. n passes
+ * MAX_QUERY_PARAMS when there are too many. */
+typedef struct {
+  query_param_t param[MAX_QUERY_PARAMS];
+  size_t n;
+} query_view_t;
+
+static enum MHD_Result view_param(void *cls, enum MHD_ValueKind kind,
+                                  const char *key, const char *value) {
   (void)kind;
-  job_t *job = cls;
-  if (job->nquery == MAX_QUERY_PARAMS) {
-    job->nquery++;
+  query_view_t *v = cls;
+  if (v->n == MAX_QUERY_PARAMS) {
+    v->n++;
     return MHD_NO;
   }
-  query_param_t *q = &job->query[job->nquery++];
-  q->key = strdup(key);
-  q->value = value ? strdup(value) : NULL;
-  return (q->key && (value == NULL || q->value)) ? MHD_YES : MHD_NO;
+  v->param[v->n++] = (query_param_t){.key = key, .value = value};
+  return MHD_YES;
 }
 
-static int copy_query(job_t *job, struct MHD_Connection *c) {
-  job->query = calloc(MAX_QUERY_PARAMS + 1, sizeof *job->query);
+/* Fills v; -1 (and rs->reply readied: 400) when there are too many. */
+static int view_query(request_state_t *rs, query_view_t *v) {
+  v->n = 0;
+  MHD_get_connection_values(rs->mhd_conn, MHD_GET_ARGUMENT_KIND, view_param,
+                            v);
+  if (v->n <= MAX_QUERY_PARAMS) return 0;
+  http__problem_now(rs, PROBLEM_TOO_MANY_PARAMETERS,
+                    "more than %s query parameters", "64");
+  return -1;
+}
+
+/* The job's own copies of the query parameters: the worker runs after the
+ * handler call has returned. */
+static int copy_query(job_t *job, const query_view_t *v) {
+  job->query = calloc(v->n > 0 ? v->n : 1, sizeof *job->query);
   if (job->query == NULL) return -1;
-  MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, collect_query, job);
-  for (size_t i = 0; i < job->nquery && i < MAX_QUERY_PARAMS; i++)
-    if (job->query[i].key == NULL) return -1;
+  for (size_t i = 0; i < v->n; i++) {
+    query_param_t *q = &job->query[job->nquery++]; /* job_free frees it */
+    q->key = strdup(v->param[i].key);
+    q->value = v->param[i].value ? strdup(v->param[i].value) : NULL;
+    if (q->key == NULL || (v->param[i].value && q->value == NULL)) return -1;
+  }
   return 0;
 }
 
@@ -124,15 +143,67 @@ static void overloaded(request_state_t *rs) {
   rs->reply.retry_after_s = (int)rs->srv->cfg->retry_after_s;
 }
 
-/* Body complete: hand it to the pool, or answer 503 at once. The request
- * was counted in server.accepted on its first call, so a drain that began
- * since waits for it. */
+/* Whether the request is computed on this HTTP thread rather than in the
+ * pool: a body of at most inline_body_bytes (0: none), whose work is in
+ * proportion to it. The residual experiment is not: a few bytes of JSON
+ * can ask for many layers of large matrices, which would hold up every
+ * other connection of this thread. */
+static int computes_here(const request_state_t *rs) {
+  int64_t limit = rs->srv->cfg->inline_body_bytes;
+  return limit > 0 && rs->body.len <= (uint64_t)limit &&
+         op_info(rs->match.op)->kind != OP_KIND_EXPERIMENT;
+}
+
+/* A small request, answered in this handler call: the pool's four thread
+ * hand-offs (suspend, queue, worker, loop, resume) cost more than its
+ * decode, compute and encode (bench/http_bench.sh). It holds a pool slot
+ * meanwhile, so max_inflight, the 503 and a drain's wait count it as they
+ * count a job. */
+static enum MHD_Result compute_here(request_state_t *rs,
+                                    const query_view_t *query,
+                                    uint64_t submitted_ns) {
+  server_t *srv = rs->srv;
+  struct MHD_Connection *c = rs->mhd_conn;
+  service_input_t in = {
+      .op = rs->match.op,
+      .body = rs->body.data,
+      .len = rs->body.len,
+      .body_mem = rs->body.mem,
+      .content_type = http__header(c, MHD_HTTP_HEADER_CONTENT_TYPE),
+      .accept = http__header(c, MHD_HTTP_HEADER_ACCEPT),
+      .header_length = http__header(c, "Inference-Header-Content-Length"),
+      .query = query->param,
+      .nquery = query->n,
+      .kserve = router_is_v2(rs->path),
+      /* op_stats' "queue": from the body's end to the decode, as for a
+       * job (here only the slot and the query: well under a microsecond) */
+      .queue_ns = op_stats_now_ns() - submitted_ns,
+      .by_reference = 1,
+      .request_id = rs->request_id};
+  rs->body = (body_t){0}; /* the service owns it now */
+  service_handle(&in, &srv->limits, &rs->reply);
+  http__compress_reply(&rs->reply, http__answer_coding(rs));
+  pool_release(srv->pool); /* as the pool does: before the answer goes out */
+  rs->reply_ready = 1;
+  return http__send_reply(rs);
+}
+
+/* Body complete: compute it here (computes_here) or hand it to the pool,
+ * or answer 503 at once. The request was counted in server.accepted on its
+ * first call, so a drain that began since waits for it. */
 enum MHD_Result http__submit_compute(request_state_t *rs) {
   server_t *srv = rs->srv;
+  uint64_t submitted_ns = op_stats_now_ns();
   if (pool_try_reserve(srv->pool) != 0) { /* filled up while the body came */
     overloaded(rs);
     return http__send_reply(rs);
   }
+  query_view_t query;
+  if (view_query(rs, &query) != 0) {
+    pool_release(srv->pool);
+    return http__send_reply(rs);
+  }
+  if (computes_here(rs)) return compute_here(rs, &query, submitted_ns);
   job_t *job = calloc(1, sizeof *job);
   struct MHD_Connection *c = rs->mhd_conn;
   if (job == NULL ||
@@ -141,15 +212,8 @@ enum MHD_Result http__submit_compute(request_state_t *rs) {
       copy_header(&job->accept, http__header(c, MHD_HTTP_HEADER_ACCEPT)) != 0 ||
       copy_header(&job->header_length,
                   http__header(c, "Inference-Header-Content-Length")) != 0 ||
-      copy_query(job, c) != 0)
+      copy_query(job, &query) != 0)
     goto err;
-  if (job->nquery > MAX_QUERY_PARAMS) {
-    job_free(job);
-    pool_release(srv->pool);
-    http__problem_now(rs, PROBLEM_TOO_MANY_PARAMETERS,
-                      "more than %s query parameters", "64");
-    return http__send_reply(rs);
-  }
   job->base.run = job_run;
   job->base.done = job_done;
   job->rs = rs;

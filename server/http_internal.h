@@ -193,8 +193,9 @@ void http__preflight_reply(request_state_t *rs);
  * framing, routes, checks method and API key, answers GET routes, and
  * admits a compute request or readies its refusal in rs->reply. */
 void http__first_call(request_state_t *rs, const char *url, const char *method);
-/* The body is in: hands the job to the pool (suspending the connection),
- * or sends a 503 / 400 / 500 at once. */
+/* The body is in: computes a small one here and queues its reply, or hands
+ * the job to the pool (suspending the connection), or sends a 503 / 400 /
+ * 500 at once. Either way it holds a pool slot while it computes. */
 enum MHD_Result http__submit_compute(request_state_t *rs);
 /* rs->reply becomes 413 body_too_large (Connection: close). */
 void http__too_large(request_state_t *rs);

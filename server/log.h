@@ -1,6 +1,7 @@
 /* log.h -- leveled logging to stderr, one line per event, safe from any
- * thread (each line is written with a single fwrite of the whole line),
- * as text or as JSON (log_format). */
+ * thread, as text or as JSON (log_format). Lines are whole: written with a
+ * single fwrite each, or, once log_start has run, batched by a writer
+ * thread so that logging never waits for stderr. */
 #ifndef NORMD_LOG_H
 #define NORMD_LOG_H
 
@@ -19,6 +20,26 @@ int log_enabled(log_level_t level);
  * their fields); returns 0 or -1 for an unknown name. Call it before other
  * threads log. */
 int log_set_format(const char *name);
+
+/* Starts the writer thread: from now on a line is copied into a buffer of
+ * buffer_bytes (two are allocated: one fills while the other is written)
+ * and written in batches every few milliseconds, off the logging thread.
+ * A line that finds the buffer full is dropped, counted in
+ * log_lines_dropped() and reported by a warn line. Call it before other
+ * threads log, with the signals the process takes synchronously blocked
+ * (the writer inherits the mask). 0, or -1 (out of memory, no thread:
+ * lines are then written directly, as before). Registers log_stop with
+ * atexit. */
+enum { LOG_BUFFER_BYTES = 1024 * 1024 }; /* ~5000 access lines */
+int log_start(size_t buffer_bytes);
+/* Returns once every line logged before the call is written (a no-op
+ * without a writer). */
+void log_flush(void);
+/* Writes every buffered line and stops the writer; lines logged after are
+ * written directly. Idempotent; thread-safe. */
+void log_stop(void);
+/* Lines dropped because the buffer was full, since the process started. */
+uint64_t log_lines_dropped(void);
 
 /* One line of the formatted message. In json the whole message is escaped
  * (log_json_escape); in text it is written as it is, so client-chosen

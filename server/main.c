@@ -79,6 +79,10 @@ int main(int argc, char **argv) {
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
   signal(SIGPIPE, SIG_IGN);
+  /* access lines are written by their own thread (log.c) */
+  if (log_start(LOG_BUFFER_BYTES) != 0)
+    log_msg(LOG_WARN, "cannot start the log writer: lines are written by "
+                      "the threads that log them");
 
   /* Requests allocate and free buffers of megabytes. Kept in malloc's
    * heap they are reused without a page fault per 4 KiB (mmap'd ones come
@@ -126,6 +130,7 @@ int main(int argc, char **argv) {
   sigwait(&stop_signals, &sig);
   log_msg(LOG_WARN, "signal %d: draining (up to %llds)", sig,
           (long long)cfg.drain_timeout_s);
+  log_flush(); /* the lines before the drain are out before it waits */
   http_begin_drain(srv);
   long open = http_wait_idle(srv, (double)cfg.drain_timeout_s);
   if (open != 0) {
@@ -135,11 +140,13 @@ int main(int argc, char **argv) {
      * with them. */
     log_msg(LOG_ERROR, "drain timeout: exiting with %ld request%s in flight "
             "(dropped unanswered)", open, open == 1 ? "" : "s");
+    log_stop(); /* every access line of the drain, and the line above */
     fflush(NULL);
     _exit(1);
   }
   http_stop(srv);
   pool_stop(pool);
   log_msg(LOG_WARN, "drained, exiting");
+  log_stop();
   return 0;
 }

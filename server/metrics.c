@@ -19,6 +19,7 @@
 
 #include "buf.h"
 #include "fmt.h"
+#include "log.h"
 #include "ops.h"
 
 #define MAX_ROUTES 64
@@ -421,6 +422,12 @@ char *metrics_render(void) {
                  "normd_elements_normalized_total{kind=\"%s\"} %" PRIu64 "\n",
                  element_kinds[k], snap->elements[k]);
   free(snap);
+
+  family(&b, "normd_log_lines_dropped_total", "counter",
+         "Log lines dropped because the log buffer was full (stderr not "
+         "keeping up).");
+  buf_printf(&b, "normd_log_lines_dropped_total %" PRIu64 "\n",
+             log_lines_dropped());
 
   render_process(&b);
   size_t len;

@@ -33,7 +33,8 @@ void metrics_queue_depth_set(int64_t depth);
 /* The whole exposition as a malloc'd NUL-terminated string (caller frees),
  * including process_cpu_seconds_total, process_resident_memory_bytes,
  * process_open_fds, process_start_time_seconds (read from /proc/self), and
- * normd_build_info{version,revision} 1. NULL on out of memory. */
+ * normd_build_info{version,revision} 1, and normd_log_lines_dropped_total
+ * (log_lines_dropped()). NULL on out of memory. */
 char *metrics_render(void);
 
 /* Resets every counter (for tests). */

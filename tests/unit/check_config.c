@@ -92,6 +92,7 @@ START_TEST(test_defaults) {
   ck_assert_int_eq(c.max_body_bytes, 64 * 1024 * 1024);
   ck_assert_int_eq(c.max_elements, 16777216);
   ck_assert_int_eq(c.max_inflight, 64);
+  ck_assert_int_eq(c.inline_body_bytes, 64 * 1024);
   ck_assert_int_eq(c.max_connections, 1024);
   ck_assert_int_eq(c.per_ip_connections, 0);
   ck_assert_int_eq(c.connection_timeout_s, 30);
@@ -217,7 +218,7 @@ START_TEST(test_repo_file_documents_every_key) {
                   "%s lacks a \"%s\" string", REPO_CONFIG, doc);
     n++;
   }
-  ck_assert_int_eq(n, 26);
+  ck_assert_int_eq(n, 27);
   json_decref(keys);
   json_decref(file);
   free(printed);
@@ -393,7 +394,7 @@ START_TEST(test_print_config) {
   json_error_t je;
   json_t *j = json_loads(out, 0, &je);
   ck_assert_msg(j != NULL, "not JSON (%s): %s", je.text, out);
-  ck_assert_int_eq(json_object_size(j), 26);
+  ck_assert_int_eq(json_object_size(j), 27);
   ck_assert_int_eq(json_integer_value(json_object_get(j, "port")), 6060);
   ck_assert_int_eq(json_integer_value(json_object_get(j, "max_inflight")), 9);
   ck_assert_int_eq(json_integer_value(json_object_get(j, "threads")), 3);
@@ -409,7 +410,7 @@ START_TEST(test_print_config) {
   int lines = 0;
   for (const char *p = out; *p; p++)
     lines += *p == '\n';
-  ck_assert_int_eq(lines, 26 + 2);
+  ck_assert_int_eq(lines, 27 + 2);
   write_temp(out, path);
   config_t back;
   config_defaults(&back);
@@ -770,6 +771,7 @@ static const bounds_t bounds[] = {
     {"max_body_bytes", 1024, 4294967296LL},
     {"max_elements", 1, 2147483648LL},
     {"max_inflight", 1, 100000},
+    {"inline_body_bytes", 0, 4294967296LL},
     {"max_connections", 1, 100000},
     {"per_ip_connections", 0, 100000},
     {"connection_timeout_s", 1, 3600},

@@ -3,11 +3,16 @@
  * in either format (controls, DEL, C1, U+2028/9, quotes, backslashes and
  * ill-formed UTF-8 are escaped; other UTF-8 passes), and neither writes
  * past its buffer; log_access's lines in both formats, a JSON one parsed
- * back with jansson. */
+ * back with jansson; the writer thread (log_start): every line out by
+ * log_stop, from several threads, in both formats, and a full buffer
+ * drops lines without waiting, counts them and says so. */
 #include <check.h>
+#include <fcntl.h>
 #include <jansson.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -226,6 +231,183 @@ START_TEST(test_access_longest_fields_stay_whole) {
 }
 END_TEST
 
+/* ---- the writer thread ---- */
+
+static const log_access_t plain = {.method = "POST",
+                                   .path = "/v1/norm/layer",
+                                   .status = 200,
+                                   .bytes_in = 7255,
+                                   .bytes_out = 7000,
+                                   .duration_ms = 0.125,
+                                   .request_id = "0123456789abcdef",
+                                   .remote = "127.0.0.1",
+                                   .user_agent = "wrk",
+                                   .note = ""};
+
+/* 1000 lines of at most ~300 bytes: they fit in one buffer, so none is
+ * dropped however late the writer runs */
+enum { THREADS = 4, LINES_PER_THREAD = 250 };
+_Static_assert(THREADS * LINES_PER_THREAD * 300 < LOG_BUFFER_BYTES,
+               "the lines must fit in one buffer");
+
+static void *log_lines(void *arg) {
+  (void)arg;
+  for (int i = 0; i < LINES_PER_THREAD; i++) log_access(&plain);
+  return NULL;
+}
+
+/* What THREADS threads log through the writer, all of it caught from
+ * stderr after log_stop; a malloc'd string. */
+static char *buffered_output(const char *format) {
+  ck_assert_int_eq(log_set_format(format), 0);
+  FILE *tmp = tmpfile();
+  ck_assert_ptr_nonnull(tmp);
+  int saved = dup(STDERR_FILENO);
+  dup2(fileno(tmp), STDERR_FILENO);
+  ck_assert_int_eq(log_start(LOG_BUFFER_BYTES), 0);
+  pthread_t t[THREADS];
+  for (int i = 0; i < THREADS; i++)
+    ck_assert_int_eq(pthread_create(&t[i], NULL, log_lines, NULL), 0);
+  for (int i = 0; i < THREADS; i++) pthread_join(t[i], NULL);
+  log_stop();
+  dup2(saved, STDERR_FILENO);
+  close(saved);
+  long n = ftell(tmp);
+  ck_assert_int_gt(n, 0);
+  char *out = malloc((size_t)n + 1);
+  rewind(tmp);
+  ck_assert_uint_eq(fread(out, 1, (size_t)n, tmp), (size_t)n);
+  out[n] = '\0';
+  fclose(tmp);
+  log_set_format("text");
+  return out;
+}
+
+START_TEST(test_buffered_text_every_line_out) {
+  uint64_t dropped = log_lines_dropped();
+  char *out = buffered_output("text");
+  int lines = 0;
+  for (char *l = out, *end; *l; l = end + 1, lines++) {
+    end = strchr(l, '\n');
+    ck_assert_ptr_nonnull(end);
+    *end = '\0';
+    ck_assert_str_eq(l + 24, " info POST /v1/norm/layer 200 in=7255 out=7000 "
+                             "0.125ms id=0123456789abcdef remote=127.0.0.1 "
+                             "ua=\"wrk\"");
+  }
+  ck_assert_int_eq(lines, THREADS * LINES_PER_THREAD);
+  ck_assert_uint_eq(log_lines_dropped(), dropped);
+  free(out);
+}
+END_TEST
+
+START_TEST(test_buffered_json_every_line_out) {
+  char *out = buffered_output("json");
+  int lines = 0;
+  for (char *l = out, *end; *l; l = end + 1, lines++) {
+    end = strchr(l, '\n');
+    ck_assert_ptr_nonnull(end);
+    *end = '\0';
+    json_error_t e;
+    json_t *j = json_loads(l, 0, &e);
+    ck_assert_msg(j != NULL, "%s: %s", l, e.text);
+    ck_assert_msg(json_integer_value(json_object_get(j, "status")) == 200, "%s", l);
+    ck_assert_str_eq(json_string_value(json_object_get(j, "path")),
+                     "/v1/norm/layer");
+    json_decref(j);
+  }
+  ck_assert_int_eq(lines, THREADS * LINES_PER_THREAD);
+  free(out);
+}
+END_TEST
+
+/* Reads the pipe until it is closed; the count of bytes read. */
+typedef struct {
+  int fd;
+  char *text;
+  size_t len, cap;
+} drain_t;
+
+static void *drain_pipe(void *arg) {
+  drain_t *d = arg;
+  for (;;) {
+    if (d->len + 65536 > d->cap) {
+      d->cap = 2 * d->cap + 65536;
+      d->text = realloc(d->text, d->cap + 1);
+    }
+    ssize_t n = read(d->fd, d->text + d->len, 65536);
+    if (n <= 0) break;
+    d->len += (size_t)n;
+  }
+  d->text[d->len] = '\0';
+  return NULL;
+}
+
+/* stderr is a pipe filled to the brim that nobody reads: the writer
+ * blocks on its first write, so the 4 KiB buffer fills and the rest of
+ * the lines are dropped -- at once, the logging thread never waits. Once
+ * the pipe is read, log_stop writes what was kept and a warn line with
+ * the number dropped: kept + dropped = logged. */
+START_TEST(test_full_buffer_drops_counts_and_says_so) {
+  int p[2];
+  ck_assert_int_eq(pipe(p), 0);
+  fcntl(p[1], F_SETFL, O_NONBLOCK);
+  static const char junk[4096];
+  size_t prefill = 0;
+  for (ssize_t n; (n = write(p[1], junk, sizeof junk)) > 0;) prefill += (size_t)n;
+  for (ssize_t n; (n = write(p[1], junk, 1)) > 0;) prefill += (size_t)n;
+  fcntl(p[1], F_SETFL, 0);
+  int saved = dup(STDERR_FILENO);
+  dup2(p[1], STDERR_FILENO);
+  close(p[1]);
+  uint64_t before = log_lines_dropped();
+  ck_assert_int_eq(log_start(4096), 0);
+  enum { LOGGED = 2000 };
+  for (int i = 0; i < LOGGED; i++) log_access(&plain);
+  uint64_t dropped = log_lines_dropped() - before;
+  drain_t d = {.fd = p[0]};
+  pthread_t reader;
+  ck_assert_int_eq(pthread_create(&reader, NULL, drain_pipe, &d), 0);
+  log_stop();
+  dup2(saved, STDERR_FILENO); /* closes the pipe's last write end */
+  close(saved);
+  pthread_join(reader, NULL);
+  close(p[0]);
+  /* at most two buffers (the one being written, the one filling) kept */
+  ck_assert_uint_ge(dropped, LOGGED - 2 * 4096 / 100);
+  ck_assert_uint_ge(d.len, prefill);
+  int kept = 0;
+  unsigned long long said = 0;
+  for (char *l = d.text + prefill, *end; *l; l = end + 1) {
+    end = strchr(l, '\n');
+    ck_assert_ptr_nonnull(end);
+    *end = '\0';
+    const char *drop = strstr(l, " warn log buffer full");
+    if (drop != NULL) {
+      unsigned long long n = 0;
+      ck_assert_int_eq(sscanf(strstr(drop, "): ") + 3, "%llu", &n), 1);
+      said += n;
+    } else {
+      ck_assert_ptr_nonnull(strstr(l, " info POST /v1/norm/layer 200 "));
+      kept++;
+    }
+  }
+  ck_assert_uint_eq(said, dropped);
+  ck_assert_uint_eq((uint64_t)kept + dropped, LOGGED);
+  free(d.text);
+}
+END_TEST
+
+START_TEST(test_flush_and_stop_without_a_writer) {
+  log_flush(); /* no writer: return at once */
+  log_stop();
+  log_stop();
+  ck_assert_str_eq(access_line("text", &plain) + 24,
+                   " info POST /v1/norm/layer 200 in=7255 out=7000 0.125ms "
+                   "id=0123456789abcdef remote=127.0.0.1 ua=\"wrk\"\n");
+}
+END_TEST
+
 START_TEST(test_format_names) {
   ck_assert_int_eq(log_set_format("json"), 0);
   ck_assert_int_eq(log_set_format("text"), 0);
@@ -253,6 +435,12 @@ Suite *log_suite(void) {
   tcase_add_test(tc, test_access_text);
   tcase_add_test(tc, test_access_longest_fields_stay_whole);
   tcase_add_test(tc, test_format_names);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("Buffered");
+  tcase_add_test(tc, test_buffered_text_every_line_out);
+  tcase_add_test(tc, test_buffered_json_every_line_out);
+  tcase_add_test(tc, test_full_buffer_drops_counts_and_says_so);
+  tcase_add_test(tc, test_flush_and_stop_without_a_writer);
   suite_add_tcase(s, tc);
   return s;
 }
