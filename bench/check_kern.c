@@ -154,11 +154,26 @@ static int check_axpb_bf16(const kern_t *ref, const kern_t *fast) {
   return bad != 0;
 }
 
+/* A weight or bias entry that the engine never passes (it keeps float
+ * copies only of finite ones) but the loop must still get right: NaN,
+ * +-Inf, a subnormal float, +-0. */
+static float odd_entry(uint64_t z) {
+  switch (z % 6) {
+  case 0: return NAN;
+  case 1: return INFINITY;
+  case 2: return -INFINITY;
+  case 3: return ldexp(1.0 + (double)(z >> 8 & 127) / 128.0, -140); /* subnormal */
+  case 4: return 0.0f;
+  default: return -0.0f;
+  }
+}
+
 /* The same for layer and RMS norm's apply with a weight and a bias per
  * element (fast->affine_bf16, floats, against ref->affine with their
  * doubles): weights from subnormal to 2^127, biases from 0 to 2^127
- * and of either sign (products overflow floats), weight only (RMS norm),
- * bias only, and both. */
+ * and of either sign (products overflow floats), rows of zero weights,
+ * NaN / Inf / subnormal / signed-zero entries among them, weight only
+ * (RMS norm), bias only, and both; one row in four in place (y == x). */
 static int check_affine_bf16(const kern_t *ref, const kern_t *fast) {
   static uint16_t x[BF16_ROW_MAX], y0[BF16_ROW_MAX], y1[BF16_ROW_MAX + 8];
   static float wf[BF16_ROW_MAX], bf[BF16_ROW_MAX];
@@ -171,11 +186,18 @@ static int check_affine_bf16(const kern_t *ref, const kern_t *fast) {
     uint64_t q = rng(&s);
     int we = (int)(q % 168) - 40, be = (int)(q >> 8) % 148 - 20;
     if (q % 17 == 0) we = -135; /* products in the subnormal floats */
+    int zero_w = q % 19 == 0; /* a row of zero weights */
+    unsigned odd_every = (q >> 44) % 3 == 0 ? 1 + (unsigned)(q >> 48) % 64 : 0;
     for (size_t i = 0; i < n; i++) {
       double u = (double)(rng(&s) >> 11) * 0x1p-53;
-      wf[i] = norm_float_from_bf16(norm_bf16_from_double(ldexp(0.5 + u, we)));
+      wf[i] = zero_w ? 0.0f : norm_float_from_bf16(norm_bf16_from_double(ldexp(0.5 + u, we)));
       double v = ((double)(rng(&s) >> 11) * 0x1p-53 - 0.5) * 2;
       bf[i] = (q >> 20) % 4 == 0 ? 0.0f : norm_float_from_bf16(norm_bf16_from_double(ldexp(v, be)));
+      uint64_t z = rng(&s);
+      if (odd_every && z % odd_every == 0) {
+        if (z >> 32 & 1) wf[i] = odd_entry(z >> 33);
+        else bf[i] = odd_entry(z >> 33);
+      }
       wd[i] = wf[i];
       bd[i] = bf[i];
     }
@@ -184,8 +206,13 @@ static int check_affine_bf16(const kern_t *ref, const kern_t *fast) {
     double sh = form == 1 && (q >> 40) % 2 ? 0.0 : shift; /* RMS: no shift */
     ref->affine[NORM_BF16][NORM_BF16](x, y0, n, sh, scale, w ? wd : NULL,
                                       b ? bd : NULL, 0);
-    fast->affine_bf16(x, y1 + (r & 7), n, sh, scale, w, b, (int)(r & 1));
-    memmove(y1, y1 + (r & 7), n * sizeof y1[0]);
+    if (r % 4 == 3) { /* in place: y is x */
+      memcpy(y1, x, n * sizeof y1[0]);
+      fast->affine_bf16(y1, y1, n, sh, scale, w, b, (int)(r & 1));
+    } else {
+      fast->affine_bf16(x, y1 + (r & 7), n, sh, scale, w, b, (int)(r & 1));
+      memmove(y1, y1 + (r & 7), n * sizeof y1[0]);
+    }
     for (size_t i = 0; i < n; i++)
       if (y0[i] != y1[i] && bad++ < 5)
         printf("  %s bf16 affine x=%04x shift=%a scale=%a w=%a b=%a: %04x "
@@ -392,7 +419,8 @@ int main(void) {
     ref.name = "fma-scalar";
     ref.axpb[NORM_BF16][NORM_BF16] = axpb_bf16_fma_ref;
     bad += check(&kern_avx2) + check_affine_f32(&kern_avx2) +
-           check_axpb_bf16(&ref, &kern_avx2) + check_backward(&kern_avx2);
+           check_axpb_bf16(&ref, &kern_avx2) + check_backward(&kern_avx2) +
+           check_affine_bf16(&kern_avx2, &kern_avx2); /* its double lanes */
   } else printf("avx2    not supported by this CPU: skipped\n");
   if (__builtin_cpu_supports("x86-64-v4"))
     bad += check(&kern_avx512) + check_affine_f32(&kern_avx512) +

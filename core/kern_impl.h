@@ -712,23 +712,70 @@ KINLINE __m256 bf16_widen8(const uint16_t *x) {
   return _mm256_castsi256_ps(_mm256_slli_epi32(raw, 16));
 }
 
-/* The bins (u + 0x8000) of lo and hi for 8 elements at x; *bad gains a
- * bit in the high halves where a lane is not safe. */
-KINLINE __m256i axpb_bf16_lanes8(const uint16_t *x, __m256 va, __m256 vc,
-                                 __m256 ea, __m256 ec, __m256i *bad) {
-  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+KINLINE __m256 abs8(__m256 v) {
+  return _mm256_and_ps(v, _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF)));
+}
+
+/* The lane check of the comment above, shared by axpb and affine: given r
+ * and e for 8 lanes, the bins (u + 0x8000) >> 16 of lo = r - e (the
+ * bfloat16 of each lane when it is taken); *bad gains a bit in the high
+ * halves where lo and hi = r + e bin apart or r is NaN or infinite. */
+KINLINE __m256i bf16_bins8(__m256 r, __m256 e, __m256i *bad) {
   const __m256i half = _mm256_set1_epi32(0x8000);
-  __m256 xf = bf16_widen8(x);
-  __m256 r = _mm256_fmadd_ps(xf, va, vc);
-  __m256 e = _mm256_fmadd_ps(_mm256_and_ps(xf, abs_mask), ea, ec);
   __m256i lo = _mm256_add_epi32(_mm256_castps_si256(_mm256_sub_ps(r, e)), half);
   __m256i hi = _mm256_add_epi32(_mm256_castps_si256(_mm256_add_ps(r, e)), half);
   /* |r| > FLT_MAX or NaN: all bits set */
-  __m256 wild = _mm256_cmp_ps(_mm256_and_ps(r, abs_mask),
-                              _mm256_set1_ps(3.40282347e38f), _CMP_NLE_UQ);
+  __m256 wild = _mm256_cmp_ps(abs8(r), _mm256_set1_ps(3.40282347e38f), _CMP_NLE_UQ);
   *bad = _mm256_or_si256(*bad, _mm256_or_si256(_mm256_xor_si256(lo, hi),
                                                _mm256_castps_si256(wild)));
   return _mm256_srli_epi32(lo, 16);
+}
+
+/* Stores at y the 16 bfloat16 of the bins b0 (elements 0-7) and b1 (8-15),
+ * after redo(ctx, j, &lane) has written lane j by the double path for each
+ * lane not taken (bad0, bad1 from bf16_bins8); redo reads x before the
+ * store, so y may be x. Lanes not taken are rare: redo runs cold. */
+KINLINE void bf16_store16(uint16_t *y, __m256i b0, __m256i b1, __m256i bad0,
+                          __m256i bad1,
+                          void (*redo)(const void *ctx, unsigned j, uint16_t *lane),
+                          const void *ctx) {
+  const __m256i high = _mm256_set1_epi32((int)0xFFFF0000u);
+  /* packus interleaves the 128-bit halves: put them back in order */
+  __m256i out = _mm256_permute4x64_epi64(_mm256_packus_epi32(b0, b1), 0xD8);
+  if (__builtin_expect(!_mm256_testz_si256(_mm256_or_si256(bad0, bad1), high), 0)) {
+    const __m256i zero = _mm256_setzero_si256();
+    unsigned good =
+        (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(
+            _mm256_cmpeq_epi32(_mm256_and_si256(bad0, high), zero))) |
+        (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(
+            _mm256_cmpeq_epi32(_mm256_and_si256(bad1, high), zero))) << 8;
+    uint16_t lanes[16];
+    memcpy(lanes, &out, sizeof lanes);
+    for (unsigned j = 0; j < 16; j++)
+      if (!(good >> j & 1u)) redo(ctx, j, lanes + j);
+    memcpy(&out, lanes, sizeof lanes);
+  }
+  _mm256_storeu_si256((__m256i *)y, out);
+}
+
+/* r and e for axpb's 8 elements at x: r = fma(x, A, C), e = 2^-21 M + 2^-48. */
+KINLINE __m256 axpb_bf16_lanes8(const uint16_t *x, __m256 va, __m256 vc,
+                                __m256 ea, __m256 ec, __m256 *e) {
+  __m256 xf = bf16_widen8(x);
+  *e = _mm256_fmadd_ps(abs8(xf), ea, ec);
+  return _mm256_fmadd_ps(xf, va, vc);
+}
+
+/* One lane of axpb by the double path (its scalar tail: the same bits as
+ * its body), for bf16_store16; x points at the 16 elements of the step. */
+typedef struct {
+  const uint16_t *x;
+  double shift, a, c;
+} axpb_bf16_redo_t;
+
+static void KFN(axpb_bf16_redo)(const void *ctx, unsigned j, uint16_t *lane) {
+  const axpb_bf16_redo_t *r = ctx;
+  KFN(axpb_bf16_bf16)(r->x + j, lane, 1, r->shift, r->a, r->c, 0);
 }
 
 static void KFN(axpb_bf16_bf16_f)(const void *xv, void *yv, size_t n,
@@ -746,34 +793,156 @@ static void KFN(axpb_bf16_bf16_f)(const void *xv, void *yv, size_t n,
     const __m256 va = _mm256_set1_ps(fa), vc = _mm256_set1_ps(fc);
     const __m256 ea = _mm256_set1_ps(0x1p-21f * fabsf(fa));
     const __m256 ec = _mm256_set1_ps(0x1p-21f * fabsf(fc) + 0x1p-48f);
-    const __m256i high = _mm256_set1_epi32((int)0xFFFF0000u);
     for (; i + 16 <= n; i += 16) {
       __m256i bad0 = _mm256_setzero_si256(), bad1 = _mm256_setzero_si256();
-      __m256i b0 = axpb_bf16_lanes8(x + i, va, vc, ea, ec, &bad0);
-      __m256i b1 = axpb_bf16_lanes8(x + i + 8, va, vc, ea, ec, &bad1);
-      /* packus interleaves the 128-bit halves: put them back in order */
-      __m256i out = _mm256_permute4x64_epi64(_mm256_packus_epi32(b0, b1), 0xD8);
-      if (__builtin_expect(!_mm256_testz_si256(_mm256_or_si256(bad0, bad1), high), 0)) {
-        /* the lanes not taken, by the double path's formula one element
-         * at a time (its tail: the same bits as its body), from x before
-         * the store (y may be x) */
-        const __m256i zero = _mm256_setzero_si256();
-        unsigned good =
-            (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(
-                _mm256_and_si256(bad0, high), zero))) |
-            (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(
-                _mm256_and_si256(bad1, high), zero))) << 8;
-        uint16_t lanes[16];
-        memcpy(lanes, &out, sizeof lanes);
-        for (unsigned j = 0; j < 16; j++)
-          if (!(good >> j & 1u))
-            s_bf16(lanes + j, sfma(e_bf16(x + i + j) - shift, a, c));
-        memcpy(&out, lanes, sizeof lanes);
-      }
-      _mm256_storeu_si256((__m256i *)(y + i), out);
+      __m256 e0, e1;
+      __m256 r0 = axpb_bf16_lanes8(x + i, va, vc, ea, ec, &e0);
+      __m256 r1 = axpb_bf16_lanes8(x + i + 8, va, vc, ea, ec, &e1);
+      __m256i b0 = bf16_bins8(r0, e0, &bad0), b1 = bf16_bins8(r1, e1, &bad1);
+      const axpb_bf16_redo_t redo = {x + i, shift, a, c};
+      bf16_store16(y + i, b0, b1, bad0, bad1, KFN(axpb_bf16_redo), &redo);
     }
   }
   KFN(axpb_bf16_bf16)(x + i, y + i, n - i, shift, a, c, stream);
+}
+
+/* ---- bfloat16 -> bfloat16 affine in float lanes, AVX2 -------------------- */
+
+/* y = (x - shift) * scale * w[i] + b[i] for bfloat16 x and y (w or b, not
+ * both, may be NULL; floats, the exact copies of the doubles the double
+ * path affine_bf16_bf16 gets) in 8 float lanes, with the same bits as
+ * that path, or that path. It computes T = fl(P w + b) in double, P =
+ * fl(D scale), D = fl(x - shift) (without b: fl(P w); without w: fl(D
+ * scale + b), one rounding fewer), then RNE_bf16(T).
+ *
+ * Float lanes, u = 2^-24: shift = sh + sl + tau (sh, sl floats; tau and
+ * shift - sh are exact in double by Sterbenz, as |shift| <= 2^100), sf =
+ * fl(scale) (normal: 2^-100 <= |scale| <= 2^100), d = fl(fl(x - sh) - sl),
+ * p = fl(d sf), r = fl(p w + b) by one fma (p w, p + b: w = 1 or b = 0
+ * below). With X = x - shift, Q = X scale, V = Q w + b (exact reals):
+ * - d = (X + tau)(1 + delta), |delta| <= 2u (1 + 2^-21): fl(x - sh) is
+ *   exact unless |x - sh| >= |sh| / 2 (Sterbenz), and then |sl| <= 2^-23
+ *   |x - sh| (float subtractions do not underflow inexactly);
+ * - p = (Q + tau scale)(1 + delta') + xi, |delta'| <= 4u (1 + 2^-20), |xi|
+ *   <= 2^-150 (p subnormal), so |p - Q| <= 4.001u (|p| + 2^-150) + |tau
+ *   scale| + 2^-150;
+ * - |r - V| <= |p - Q| |w| + u |p w + b| + 2^-150;
+ * - the double path: |T - V| <= 2^-51 (|Q w| + |b|) + 2^-1074 (1 + |w|).
+ * So |r - T| <= B = 5.01u |p w| + 1.01u |b| + 1.001 |tau scale| |w| +
+ * 1.001 2^-150 (|w| + 1). The lanes compute
+ *   e = fl(fl(fl(|p| 2^-20 + E_tail) |w| + 2^-145) + |b| 2^-20),
+ *   E_tail = 2.01 |tau scale| + 2^-146 (rounded up to a float),
+ * (without w: fl(fl(|p| 2^-20 + E_tail + 2^-145) + |b| 2^-20); without b:
+ * no last step). Each of its three float steps loses at most u of its
+ * result plus 2^-150, so e >= (1 - 3u) (2^-20 (|p w| + |b|) + (E_tail
+ * (1 - 2^-4)) |w| + 2^-145) - 3 2^-150 > 2 B, and e > 2 (u |r| + 2^-150),
+ * so that lo = fl(r - e) and hi = fl(r + e) are off r -+ e by less than e
+ * / 2: T lies strictly inside [lo, hi]. From there the bins argument of
+ * axpb above (bf16_bins8) gives RNE_bf16(T) where lo and hi bin alike. A
+ * NaN or infinite x, w or b, and a float overflow of p or r, make r NaN or
+ * infinite: those lanes, and those whose bins differ (T near a bfloat16
+ * midpoint, or r near zero: e >= 2^-146 makes lo and hi straddle it, so a
+ * zero T, whatever its sign, is never taken), are redone one element at a
+ * time by the double path. Rows outside the ranges above (and a tail term
+ * E_tail beyond 2^100) take the double path whole. bench/check_kern
+ * compares it bit for bit with affine[NORM_BF16][NORM_BF16]. */
+typedef struct {
+  __m256 sh, sl, sf, e_tail; /* e_tail: E_tail (+ 2^-145 without w) */
+} affine_bf16_consts8_t;
+
+/* The least float >= d (d >= 0 and below FLT_MAX) */
+KINLINE float float_at_least(double d) {
+  float f = (float)d;
+  return (double)f < d ? nextafterf(f, INFINITY) : f;
+}
+
+/* r and e for the 8 elements at x, weights and biases at w and b. */
+KINLINE __m256 affine_bf16_lanes8(const affine_bf16_consts8_t *k,
+                                  const uint16_t *x, const float *w,
+                                  const float *b, __m256 *e) {
+  const __m256 e_rel = _mm256_set1_ps(0x1p-20f);
+  __m256 d = _mm256_sub_ps(_mm256_sub_ps(bf16_widen8(x), k->sh), k->sl);
+  __m256 p = _mm256_mul_ps(d, k->sf);
+  __m256 t = _mm256_fmadd_ps(abs8(p), e_rel, k->e_tail);
+  __m256 r;
+  if (w) {
+    __m256 wv = _mm256_loadu_ps(w);
+    t = _mm256_fmadd_ps(abs8(wv), t, _mm256_set1_ps(0x1p-145f));
+    r = b ? _mm256_fmadd_ps(p, wv, _mm256_loadu_ps(b)) : _mm256_mul_ps(p, wv);
+  } else {
+    r = _mm256_add_ps(p, _mm256_loadu_ps(b));
+  }
+  *e = b ? _mm256_fmadd_ps(abs8(_mm256_loadu_ps(b)), e_rel, t) : t;
+  return r;
+}
+
+/* One lane of affine by the double path (its scalar tail: the same bits as
+ * its body), for bf16_store16; x, w and b point at the step's 16. */
+typedef struct {
+  const uint16_t *x;
+  const float *w, *b;
+  double shift, scale;
+} affine_bf16_redo_t;
+
+static void KFN(affine_bf16_redo)(const void *ctx, unsigned j, uint16_t *lane) {
+  const affine_bf16_redo_t *r = ctx;
+  double wd = r->w ? r->w[j] : 0, bd = r->b ? r->b[j] : 0;
+  KFN(affine_bf16_bf16)(r->x + j, lane, 1, r->shift, r->scale,
+                        r->w ? &wd : NULL, r->b ? &bd : NULL, 0);
+}
+
+/* The vector loop of affine_bf16_bf16_f over [i, n) in steps of 16 for
+ * one form (w, b or both: constants once inlined); returns where it
+ * stopped. */
+KINLINE size_t affine_bf16_loop8(const uint16_t *x, uint16_t *y, size_t i,
+                                 size_t n, const affine_bf16_consts8_t *k,
+                                 double shift, double scale, const float *w,
+                                 const float *b) {
+  for (; i + 16 <= n; i += 16) {
+    const float *w0 = w ? w + i : NULL, *b0 = b ? b + i : NULL;
+    const float *w1 = w ? w + i + 8 : NULL, *b1 = b ? b + i + 8 : NULL;
+    __m256i bad0 = _mm256_setzero_si256(), bad1 = _mm256_setzero_si256();
+    __m256 e0, e1;
+    __m256 r0 = affine_bf16_lanes8(k, x + i, w0, b0, &e0);
+    __m256 r1 = affine_bf16_lanes8(k, x + i + 8, w1, b1, &e1);
+    __m256i lo0 = bf16_bins8(r0, e0, &bad0), lo1 = bf16_bins8(r1, e1, &bad1);
+    const affine_bf16_redo_t redo = {x + i, w0, b0, shift, scale};
+    bf16_store16(y + i, lo0, lo1, bad0, bad1, KFN(affine_bf16_redo), &redo);
+  }
+  return i;
+}
+
+static void KFN(affine_bf16_bf16_f)(const uint16_t *x, uint16_t *y, size_t n,
+                                    double shift, double scale, const float *w,
+                                    const float *b, int stream) {
+  size_t i = 0;
+  /* NaN fails every test */
+  if (fabs(scale) >= 0x1p-100 && fabs(scale) <= 0x1p100 &&
+      fabs(shift) <= 0x1p100) {
+    const float sh = (float)shift, sl = (float)(shift - (double)sh);
+    double tau = (shift - (double)sh) - (double)sl; /* exact */
+    double tail = 2.01 * (fabs(tau) * fabs(scale)) + 0x1p-146 + (w ? 0 : 0x1p-145);
+    if (tail <= 0x1p100) {
+      const affine_bf16_consts8_t k = {
+          .sh = _mm256_set1_ps(sh), .sl = _mm256_set1_ps(sl),
+          .sf = _mm256_set1_ps((float)scale),
+          .e_tail = _mm256_set1_ps(float_at_least(tail))};
+      i = w && b ? affine_bf16_loop8(x, y, i, n, &k, shift, scale, w, b)
+          : w    ? affine_bf16_loop8(x, y, i, n, &k, shift, scale, w, NULL)
+                 : affine_bf16_loop8(x, y, i, n, &k, shift, scale, NULL, b);
+    }
+  }
+  /* the tail, or everything, by the double path */
+  for (; i < n; i += 16) {
+    size_t m = n - i < 16 ? n - i : 16;
+    double wd[16], bd[16];
+    for (size_t j = 0; j < m; j++) {
+      wd[j] = w ? w[i + j] : 0;
+      bd[j] = b ? b[i + j] : 0;
+    }
+    KFN(affine_bf16_bf16)(x + i, y + i, m, shift, scale, w ? wd : NULL,
+                          b ? bd : NULL, stream);
+  }
 }
 #endif
 
@@ -905,7 +1074,7 @@ const kern_t KERN_TABLE = {
     .affine = KMAT(affine),
     .affine_f32 = KFN(affine_f32f),
     KERN_BACKWARD_ENTRIES
-#if KERN_BF16NE
+#if KERN_BF16NE || (KERN_F16C && VW == 4)
     .affine_bf16 = KFN(affine_bf16_bf16_f),
 #endif
 };
