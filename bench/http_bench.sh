@@ -14,7 +14,12 @@
 # to six decimals: 17 significant digits, ", " separators) against two
 # daemons: access log on (log_level info, as `make run` with
 # config/normd.json: a line per request, to a file here) and --log-level
-# warn. The large cases run at warn.
+# warn. The large cases run on both too. The JSON cases also run against
+# the peer (bench/peer_fastapi.py: FastAPI + numpy on uvicorn with uvloop
+# and httptools, 2 workers, what a Python user would deploy), unless
+# PEER=0. A last table marks issue 20's targets met or missed, each taken
+# on the access-log-on daemon (the default config): vs nginx serving the
+# same answer bytes, and vs the peer.
 #
 # Loopback only. normd is the build from `make` (release flags: -O2, no
 # -march=native). wrk and nginx share the machine's cores with normd, so
@@ -65,6 +70,19 @@ declare -A d_port d_pid
 start_normd warn "$NORMD" warn && d_port[warn]=$port d_pid[warn]=$normd_pid
 start_normd info "$NORMD" info && d_port[info]=$port d_pid[info]=$normd_pid
 settings=(info warn)
+peer=""
+if [ "${PEER:-1}" != 0 ] && /usr/bin/python3 -c 'import fastapi, uvicorn, uvloop, httptools, numpy' 2>/dev/null; then
+  peer_port=$(free_port)
+  /usr/bin/python3 -m uvicorn --app-dir bench peer_fastapi:app --host 127.0.0.1 --port "$peer_port" \
+    --workers 2 --loop uvloop --http httptools --log-level warning 2>"$work/peer.log" &
+  pids+=($!)
+  for _ in $(seq 200); do
+    curl -sf -o /dev/null "http://127.0.0.1:$peer_port/healthz" && { peer=peer; break; }
+    sleep 0.05
+  done
+  [ -n "$peer" ] || echo "the peer did not start (see below); its rows are left out" >&2
+  d_port[peer]=$peer_port
+fi
 if [ -n "${BASE:-}" ]; then
   base_config=${BASE_CONFIG:-$(dirname "$BASE")/../config/normd.json}
   start_normd warn "$BASE" base-warn "$base_config" && d_port[base-warn]=$port d_pid[base-warn]=$normd_pid
@@ -74,17 +92,19 @@ fi
 port=${d_port[warn]}
 
 mkdir -p "$work/www"
-# case name, request file, Content-Type, Accept, daemon settings
+# case name, request file, Content-Type, Accept, servers, targets (issue
+# 20: the info daemon's req/s at least this share of nginx's, at least this
+# many times the peer's; - for none)
 cases=(
-  "layer 1x768 JSON (bench text)|small.json|application/json|application/json|${settings[*]}"
-  "layer 1x768 JSON (json.dumps float32)|small_py.json|application/json|application/json|${settings[*]}"
-  "layer 512x2048 JSON|large.json|application/json|application/json|warn"
-  "layer 512x2048 .npy|large.npy|application/x-npy|application/x-npy|warn"
-  "layer 512x2048 framed|large.framed|application/octet-stream|application/octet-stream|warn"
+  "layer 1x768 JSON (bench text)|small.json|application/json|application/json|${settings[*]} $peer|0.5 8"
+  "layer 1x768 JSON (json.dumps float32)|small_py.json|application/json|application/json|${settings[*]} $peer|0.5 8"
+  "layer 512x2048 JSON|large.json|application/json|application/json|${settings[*]} $peer|0.2 20"
+  "layer 512x2048 .npy|large.npy|application/x-npy|application/x-npy|${settings[*]}|0.6 -"
+  "layer 512x2048 framed|large.framed|application/octet-stream|application/octet-stream|${settings[*]}|- -"
 )
 i=0
 for c in "${cases[@]}"; do
-  IFS='|' read -r label file ctype accept _ <<<"$c"
+  IFS='|' read -r label file ctype accept _ _ <<<"$c"
   extra=()
   [ "$ctype" = application/octet-stream ] &&
     extra=(-H "Inference-Header-Content-Length: $(cat "$work/${file}.len")")
@@ -131,7 +151,7 @@ LUA
 run_wrk() {
   local out
   if [ $# -gt 1 ]; then
-    out=$(BODY="$3" wrk -t"$WRK_THREADS" -c"$CONNECTIONS" -d"${DURATION}s" --latency -s "$2" "$1")
+    out=$(BODY="$3" wrk --timeout 60s -t"$WRK_THREADS" -c"$CONNECTIONS" -d"${DURATION}s" --latency -s "$2" "$1")
   else
     out=$(wrk -t"$WRK_THREADS" -c"$CONNECTIONS" -d"${DURATION}s" --latency "$1")
   fi
@@ -177,13 +197,16 @@ server_name() {
   warn) echo "normd, --log-level warn" ;;
   base-info) echo "normd BASE, access log on (info)" ;;
   base-warn) echo "normd BASE, --log-level warn" ;;
+  peer) echo "peer: FastAPI + numpy, 2 workers" ;;
   esac
 }
 printf '| case | server | req/s | p50 ms | p99 ms | non-2xx | response bytes | MB/s out | vs ceiling | peak RSS MiB |\n'
 printf '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n'
+verdicts=()
 i=0
 for c in "${cases[@]}"; do
-  IFS='|' read -r label file ctype accept row_settings <<<"$c"
+  IFS='|' read -r label file ctype accept row_settings targets <<<"$c"
+  declare -A rps=()
   hdrlen=""
   [ "$ctype" = application/octet-stream ] && hdrlen=$(cat "$work/${file}.len")
   bytes=$(stat -c %s "$work/www/out$i")
@@ -192,21 +215,42 @@ for c in "${cases[@]}"; do
   mb_g=$(awk -v r="$g_rps" -v b="$bytes" 'BEGIN { printf "%.1f", r * b / 1e6 }')
   printf '| %s | nginx static (ceiling) | %s | %s | %s | %s | %s | %s | 1 | |\n' "$label" "$g_rps" "$g_p50" "$g_p99" "$g_err" "$bytes" "$mb_g"
   for s in $row_settings; do
-    wait_idle "${d_port[$s]}"
-    normd_pid=${d_pid[$s]}
-    reset_peak_rss
+    if [ "$s" != peer ]; then
+      wait_idle "${d_port[$s]}"
+      normd_pid=${d_pid[$s]}
+      reset_peak_rss
+    fi
     read -r n_rps n_p50 n_p99 n_err < <(CTYPE="$ctype" ACCEPT="$accept" HDRLEN="$hdrlen" \
       run_wrk "http://127.0.0.1:${d_port[$s]}/v1/norm/layer" "$work/post.lua" "$work/$file")
-    n_rss=$(peak_rss_mib)
+    rps[$s]=$n_rps
+    n_rss=""
+    [ "$s" != peer ] && n_rss=$(peak_rss_mib)
     [ "$file" = large.framed ] && [ "$s" = warn ] && framed_peak=$n_rss
     ratio=$(awk -v a="$n_rps" -v b="$g_rps" 'BEGIN { printf "%.3f", a / b }')
     mb_n=$(awk -v r="$n_rps" -v b="$bytes" 'BEGIN { printf "%.1f", r * b / 1e6 }')
     printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$label" "$(server_name "$s")" "$n_rps" "$n_p50" "$n_p99" "$n_err" "$bytes" "$mb_n" "$ratio" "$n_rss"
   done
+  # the targets of this case, on the info daemon
+  read -r t_nginx t_peer <<<"$targets"
+  if [ "$t_nginx" != - ]; then
+    verdicts+=("$(awk -v l="$label" -v a="${rps[info]}" -v b="$g_rps" -v t="$t_nginx" \
+      'BEGIN { r = a / b; printf "| %s | vs nginx >= %s | %.3f | %s |", l, t, r, (r >= t ? "met" : "missed") }')")
+  fi
+  if [ "$t_peer" != - ]; then
+    if [ -n "${rps[peer]:-}" ]; then
+      verdicts+=("$(awk -v l="$label" -v a="${rps[info]}" -v b="${rps[peer]}" -v t="$t_peer" \
+        'BEGIN { if (b <= 0) { printf "| %s | vs the peer >= %sx | | not measured: the peer answered none in the row |", l, t; exit }
+                 r = a / b; printf "| %s | vs the peer >= %sx | %.1fx | %s |", l, t, r, (r >= t ? "met" : "missed") }')")
+    else
+      verdicts+=("| $label | vs the peer >= ${t_peer}x | | not measured (no peer) |")
+    fi
+  fi
   i=$((i + 1))
 done
 normd_pid=${d_pid[warn]}
 dropped=$(curl -sf "http://127.0.0.1:${d_port[info]}/metrics" | awk '$1 == "normd_log_lines_dropped_total" {print $2}')
+printf '\n| case | target (access log on) | measured | |\n|---|---|---:|---|\n'
+printf '%s\n' "${verdicts[@]}"
 printf '\naccess log (info daemon): %s lines written, %s dropped (normd_log_lines_dropped_total)\n' \
   "$(grep -c ' info POST ' "$work/info.log" || true)" "${dropped:-?}"
 
