@@ -415,7 +415,8 @@ static int bw_close(double got, long double want, long double sum_abs, size_t n)
  * magnitude around the exact one to (one rounding into the dtype, as the
  * double loops give). */
 static int check_backward(const kern_t *k) {
-  static unsigned char x[BW_MAX * 8], dy[BW_MAX * 8], dx[BW_MAX * 8 + 64];
+  /* dx: room for the largest offset below, 31 elements of 8 bytes */
+  static unsigned char x[BW_MAX * 8], dy[BW_MAX * 8], dx[BW_MAX * 8 + 32 * 8];
   static double xv[BW_MAX], dyv[BW_MAX], w[BW_MAX], gw[BW_MAX], gb[BW_MAX];
   static long double gw0[BW_MAX], gb0[BW_MAX];
   uint64_t s = 29;
