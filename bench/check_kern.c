@@ -280,6 +280,98 @@ static void axpb_bf16_fma_ref(const void *xv, void *yv, size_t n, double shift,
         fma((double)norm_float_from_bf16(x[i]) - shift, a, c));
 }
 
+/* The double path of the AVX2 table's bfloat16 bw_dx, one element at a
+ * time: RNE_bf16(fma(x - shift, -(s c), s (w dy - mean_g))) (without the
+ * spread term RNE_bf16(s (w dy - mean_g))), what its vector body and tail
+ * compute (kern_backward_impl.h's BW_DX_ELEM), as the reference for that
+ * table's float-lane path. */
+static void bw_dx_bf16_fma_ref(const void *xv, const void *dyv, void *dxv,
+                               size_t n, double shift, double s, double w,
+                               const double *wv, double mean_g, double c,
+                               int spread, int stream) {
+  const uint16_t *x = xv, *dy = dyv;
+  uint16_t *dx = dxv;
+  (void)stream;
+  for (size_t i = 0; i < n; i++) {
+    double d = s * ((wv ? wv[i] : w) * norm_float_from_bf16(dy[i]) - mean_g);
+    if (spread) d = fma(norm_float_from_bf16(x[i]) - shift, -(s * c), d);
+    dx[i] = norm_bf16_from_double(d);
+  }
+}
+
+/* Where two NaNs meet (a NaN w times a NaN dy), which payload an x86
+ * product keeps follows the operand order the compiler chose, in the
+ * kernel's scalar tail as here: any NaN matches any NaN. */
+static int bf16_is_nan(uint16_t h) { return (h & 0x7FFF) > 0x7F80; }
+
+/* The bfloat16 bw_dx of `fast` (float lanes with a proof, see
+ * kern_backward_impl.h) against the double lanes of `ref`, bit for bit, on
+ * bf16_row's cruel rows (|mean| >> std, constant rows, tiny and huge
+ * scales, NaN / Inf / subnormal x) with dy of any scale (NaN / Inf /
+ * subnormal among them), mean_g from the row's own w dy (a constant row's
+ * terms cancel) or random, c from 0 and tiny to huge, a scalar w or one
+ * per element (odd entries: NaN, Inf, subnormal, zero), each with and
+ * without the spread term; one row in four in place (dx == dy). */
+static int check_bw_dx_bf16(const kern_t *ref, const kern_t *fast) {
+  static uint16_t x[BF16_ROW_MAX], dy[BF16_ROW_MAX], dx0[BF16_ROW_MAX],
+      dx1[BF16_ROW_MAX + 8];
+  static double wv[BF16_ROW_MAX];
+  uint64_t s = 17;
+  long bad = 0, rows = 200000;
+  for (long r = 0; r < rows; r++) {
+    double shift, scale, c;
+    size_t n = bf16_row(&s, x, &shift, &scale, &c);
+    uint64_t q = rng(&s);
+    int de = (int)(q % 80) - 40, we = (int)(q >> 8) % 60 - 30;
+    unsigned odd_every = (q >> 44) % 3 == 0 ? 1 + (unsigned)(q >> 48) % 64 : 0;
+    int per = (q >> 16) & 1, spread = (q >> 17) & 1;
+    double sum_g = 0;
+    for (size_t i = 0; i < n; i++) {
+      double u = (double)(rng(&s) >> 11) * 0x1p-53 - 0.5;
+      dy[i] = norm_bf16_from_double(ldexp(u, de));
+      if ((q >> 18) % 7 == 0) dy[i] = dy[0]; /* constant dy */
+      wv[i] = ldexp(0.5 + (double)(rng(&s) >> 11) * 0x1p-53, we);
+      uint64_t z = rng(&s);
+      if (odd_every && z % odd_every == 0) {
+        if (z >> 32 & 1) dy[i] = (uint16_t)(z >> 40); /* any pattern */
+        else wv[i] = odd_entry(z >> 33);
+      }
+      sum_g += (per ? wv[i] : 1.0) * norm_float_from_bf16(dy[i]);
+    }
+    double w = per ? 1.0 : ldexp(0.5 + (double)(q >> 53) / 2048.0, we);
+    if (!per && (q >> 30) % 11 == 0) w = odd_entry(q >> 33);
+    double mean_g = (q >> 20) % 3 == 0 ? (double)(int64_t)rng(&s) * 0x1p-63
+                                       : sum_g / (double)n * (per ? 1.0 : w);
+    switch ((q >> 24) % 6) { /* c: the variance term's coefficient */
+    case 0: c = 0.0; break;
+    case 1: c = ldexp(c, -(int)(q >> 36) % 140); break; /* tiny */
+    case 2: c = ldexp(c, (int)(q >> 36) % 120); break;  /* huge */
+    default: break;
+    }
+    const double *wp = per ? wv : NULL;
+    ref->bw_dx[NORM_BF16](x, dy, dx0, n, shift, scale, w, wp, mean_g, c,
+                          spread, 0);
+    if (r % 4 == 3) { /* in place: dx is dy */
+      memcpy(dx1, dy, n * sizeof dx1[0]);
+      fast->bw_dx[NORM_BF16](x, dx1, dx1, n, shift, scale, w, wp, mean_g, c,
+                             spread, (int)(r & 1));
+    } else {
+      fast->bw_dx[NORM_BF16](x, dy, dx1 + (r & 7), n, shift, scale, w, wp,
+                             mean_g, c, spread, (int)(r & 1));
+      memmove(dx1, dx1 + (r & 7), n * sizeof dx1[0]);
+    }
+    for (size_t i = 0; i < n; i++)
+      if (dx0[i] != dx1[i] && !(bf16_is_nan(dx0[i]) && bf16_is_nan(dx1[i])) &&
+          bad++ < 5)
+        printf("  %s bf16 bw_dx x=%04x dy=%04x shift=%a s=%a w=%a mean_g=%a "
+               "c=%a spread=%d: %04x want %04x\n",
+               fast->name, x[i], dy[i], shift, scale, wp ? wp[i] : w, mean_g,
+               c, spread, dx1[i], dx0[i]);
+  }
+  bf16_verdict("bw_dx", fast, ref, rows, bad);
+  return bad != 0;
+}
+
 /* ---- the backward's loops (bw_sums, bw_row_sums, bw_dx) ----------------- */
 
 enum { BW_MAX = 1200 };
@@ -323,7 +415,8 @@ static int bw_close(double got, long double want, long double sum_abs, size_t n)
  * magnitude around the exact one to (one rounding into the dtype, as the
  * double loops give). */
 static int check_backward(const kern_t *k) {
-  static unsigned char x[BW_MAX * 8], dy[BW_MAX * 8], dx[BW_MAX * 8 + 64];
+  /* dx: room for the largest offset below, 31 elements of 8 bytes */
+  static unsigned char x[BW_MAX * 8], dy[BW_MAX * 8], dx[BW_MAX * 8 + 32 * 8];
   static double xv[BW_MAX], dyv[BW_MAX], w[BW_MAX], gw[BW_MAX], gb[BW_MAX];
   static long double gw0[BW_MAX], gb0[BW_MAX];
   uint64_t s = 29;
@@ -418,8 +511,10 @@ int main(void) {
     kern_t ref = kern_avx2;
     ref.name = "fma-scalar";
     ref.axpb[NORM_BF16][NORM_BF16] = axpb_bf16_fma_ref;
+    ref.bw_dx[NORM_BF16] = bw_dx_bf16_fma_ref;
     bad += check(&kern_avx2) + check_affine_f32(&kern_avx2) +
            check_axpb_bf16(&ref, &kern_avx2) + check_backward(&kern_avx2) +
+           check_bw_dx_bf16(&ref, &kern_avx2) +
            check_affine_bf16(&kern_avx2, &kern_avx2); /* its double lanes */
   } else printf("avx2    not supported by this CPU: skipped\n");
   if (__builtin_cpu_supports("x86-64-v4"))

@@ -10,6 +10,27 @@
  * the spread term, streaming stores) as constants once inlined, so each
  * loop is compiled without per-element tests of them. */
 
+/* 2 VW consecutive elements as two vectors of doubles (lo: the first
+ * VW). For bfloat16 on AVX2 one load of 8: widened to float by the 16-bit
+ * shift, then each half converted, instead of two narrow loads. */
+#define DEF_LD2(dt, T)                                                         \
+  KINLINE void ld2_##dt(const T *p, vd *lo, vd *hi) {                          \
+    *lo = ld_##dt(p);                                                          \
+    *hi = ld_##dt(p + VW);                                                     \
+  }
+DEF_LD2(f32, float)
+DEF_LD2(f64, double)
+DEF_LD2(f16, uint16_t)
+#if KERN_F16C && VW == 4
+KINLINE void ld2_bf16(const uint16_t *p, vd *lo, vd *hi) {
+  __m256 f = bf16_widen8(p);
+  *lo = (vd)_mm256_cvtps_pd(_mm256_castps256_ps128(f));
+  *hi = (vd)_mm256_cvtps_pd(_mm256_extractf128_ps(f, 1));
+}
+#else
+DEF_LD2(bf16, uint16_t)
+#endif
+
 /* The sums of a run of dy and x sharing one weight entry:
  * out[0] = sum(dy), out[1] = sum(dy * (x - shift)). */
 #define DEF_BW_SUMS(dt, T)                                                     \
@@ -20,16 +41,19 @@
     vd p0 = {0}, p1 = {0}, p2 = {0}, p3 = {0};                                 \
     size_t i = 0;                                                              \
     for (; i + 4 * VW <= n; i += 4 * VW) {                                     \
-      vd d0 = ld_##dt(dy + i), d1 = ld_##dt(dy + i + VW);                      \
-      vd d2 = ld_##dt(dy + i + 2 * VW), d3 = ld_##dt(dy + i + 3 * VW);         \
+      vd d0, d1, d2, d3, x0, x1, x2, x3;                                       \
+      ld2_##dt(dy + i, &d0, &d1);                                              \
+      ld2_##dt(dy + i + 2 * VW, &d2, &d3);                                     \
+      ld2_##dt(x + i, &x0, &x1);                                               \
+      ld2_##dt(x + i + 2 * VW, &x2, &x3);                                      \
       g0 += d0;                                                                \
       g1 += d1;                                                                \
       g2 += d2;                                                                \
       g3 += d3;                                                                \
-      p0 = vfma(d0, ld_##dt(x + i) - shift, p0);                               \
-      p1 = vfma(d1, ld_##dt(x + i + VW) - shift, p1);                          \
-      p2 = vfma(d2, ld_##dt(x + i + 2 * VW) - shift, p2);                      \
-      p3 = vfma(d3, ld_##dt(x + i + 3 * VW) - shift, p3);                      \
+      p0 = vfma(d0, x0 - shift, p0);                                           \
+      p1 = vfma(d1, x1 - shift, p1);                                           \
+      p2 = vfma(d2, x2 - shift, p2);                                           \
+      p3 = vfma(d3, x3 - shift, p3);                                           \
     }                                                                          \
     for (; i + VW <= n; i += VW) {                                             \
       vd d = ld_##dt(dy + i);                                                  \
@@ -57,9 +81,10 @@
     vd g0 = {0}, g1 = {0}, p0 = {0}, p1 = {0};                                 \
     size_t i = 0;                                                              \
     for (; i + 2 * VW <= n; i += 2 * VW) {                                     \
-      vd d0 = ld_##dt(dy + i), d1 = ld_##dt(dy + i + VW);                      \
-      vd h0 = (ld_##dt(x + i) - shift) * s;                                    \
-      vd h1 = (ld_##dt(x + i + VW) - shift) * s;                               \
+      vd d0, d1, x0, x1;                                                       \
+      ld2_##dt(dy + i, &d0, &d1);                                              \
+      ld2_##dt(x + i, &x0, &x1);                                               \
+      vd h0 = (x0 - shift) * s, h1 = (x1 - shift) * s;                         \
       if (has_gw) {                                                            \
         st_f64(gw + i, vfma(d0, h0, ld_f64(gw + i)));                          \
         st_f64(gw + i + VW, vfma(d1, h1, ld_f64(gw + i + VW)));                \
@@ -121,13 +146,17 @@
     __typeof__(X) d_ = s * ((W) * (DY)-mean_g);                                \
     spread ? FMA_S((X)-shift, -sc, d_) : d_;                                   \
   })
+/* b in every lane, its sign kept: (vd){0} + b would turn -0 into +0, and
+ * the vector body would then round a zero dx to another sign than the
+ * scalar tail (a weight entry of -0, or -sc = -0 where c = 0). */
+KINLINE vd splat_d(double b) { return b - (vd){0}; }
 #define DEF_BW_DX(dt, T)                                                       \
   KINLINE size_t KFN(bw_dx_loop_##dt)(                                         \
       const T *x, const T *dy, T *dx, size_t i, size_t n, double shift,        \
       double s, double w, const double *wv, double mean_g, double c,           \
       const int has_wv, const int spread, const int stream) {                  \
     const double sc = s * c;                                                   \
-    const vd vw = (vd){0} + w;                                                 \
+    const vd vw = splat_d(w);                                                  \
     for (; i + 2 * VW <= n; i += 2 * VW) {                                     \
       vd r0 = BW_DX_ELEM(ld_##dt(x + i), ld_##dt(dy + i),                      \
                          has_wv ? ld_f64(wv + i) : vw, vfma_s);                \
@@ -179,14 +208,14 @@
     if (stream) stream_fence();                                                \
     for (; i + VW <= n; i += VW) /* one vector left: plain store */            \
       st_##dt(dx + i, BW_DX_ELEM(ld_##dt(x + i), ld_##dt(dy + i),              \
-                                 wv ? ld_f64(wv + i) : (vd){0} + w, vfma_s));  \
+                                 wv ? ld_f64(wv + i) : splat_d(w), vfma_s));   \
     for (; i < n; i++)                                                         \
       s_##dt(dx + i, BW_DX_ELEM(e_##dt(x + i), e_##dt(dy + i),                 \
                                 wv ? wv[i] : w, sfma));                        \
   }
 
 /* vfma with a scalar b, broadcast */
-KINLINE vd vfma_s(vd a, double b, vd c) { return vfma(a, (vd){0} + b, c); }
+KINLINE vd vfma_s(vd a, double b, vd c) { return vfma(a, splat_d(b), c); }
 
 #define DEF_BACKWARD(dt, T)                                                    \
   DEF_BW_SUMS(dt, T)                                                           \
@@ -198,7 +227,159 @@ DEF_BACKWARD(f64, double)
 DEF_BACKWARD(f16, uint16_t)
 DEF_BACKWARD(bf16, uint16_t)
 
+#if KERN_F16C && VW == 4
+/* ---- bfloat16 bw_dx in float lanes, AVX2 --------------------------------- */
+
+/* bw_dx for bfloat16 x, dy and dx in 8 float lanes, with the same bits as
+ * the double path above (bw_dx_bf16: RNE_bf16(T), T = fma(fl(x - shift),
+ * -sc, fl(s fl(fl(w dy) - mean_g))) in double, sc = fl(s c); without the
+ * spread term T = fl(s fl(fl(w dy) - mean_g))), or that path per lane.
+ *
+ * As V = dy (s w) + x (-sc) + (sc shift - s mean_g) (exact reals, sc as
+ * rounded), the lanes compute, u = 2^-24:
+ *   r = fma(x, NSC, fma(dy, WS, K))   (without spread: fma(dy, WS, K)),
+ * NSC = fl(-sc), K = fl(fl(fl(sc shift) - fl(s mean_g))) (no sc term
+ * without spread), WS = fl(fl(s w)) (w scalar: a constant; per element:
+ * wv[i] * s in double lanes, then to float). With Ck = |sc shift| + |s
+ * mean_g| and the row taken only while |s| <= 2^100, sc = 0 or 2^-100 <=
+ * |sc| <= 2^100, and Ck <= 2^100 (NaN fails), each piece's error:
+ * - |NSC + sc| <= u |x NSC| / |x| (sc normal as a float), |K - Kd| <= u |K|
+ *   + 2^-150 + 2^-51.4 Ck (Kd the exact constant), |WS - s w| <= 1.001 u
+ *   |WS| + 2^-149 (WS may be subnormal or, past FLT_MAX, infinite: then r
+ *   is Inf or NaN and the lane is not taken);
+ * - the two float fmas: u (|fma(dy, WS, K)| + |r|) + 2 2^-150, with
+ *   |fma(dy, WS, K)| <= (1 + 2u)(|dy WS| + |K|) + 2^-149;
+ * - the double path itself: |T - V| <= 2^-53 |T| + 2^-51.4 (|s w dy| + |s
+ *   mean_g|) + 2^-53 |x - shift| |sc| + 2^-970 (its underflows, |s| <=
+ *   2^100), with |x - shift| |sc| <= |x NSC| (1 + u) + Ck.
+ * Summed, with M = |dy WS| + |x NSC| + |K| + |r|:
+ *   |r - T| < B = 2.05 u M + 1.01 2^-149 |dy| + 2^-49 Ck + 2^-147.
+ * The lanes compute e = fl(fl(fl(|dy| AW + KE) + |x| NSC20) + |r| 2^-20)
+ * (three fmas; no x term without spread), NSC20 = |NSC| 2^-20 (exact), AW
+ * = fl(|WS| 2^-20 + 2^-146) (per element; for a scalar w rounded up), KE
+ * = 2^-20 |K| + 2^-48 Ck + 2^-145 rounded up to a float. Each float step
+ * loses at most u of its result plus 2^-150, so e >= (1 - 4u)(2^-20 M +
+ * 2^-146 |dy| + 2^-48 Ck) + 2^-145 - 5 2^-150 > 2 B (2^-20 = 16 u), and e
+ * > 2 (u |r| + 2^-150): lo = fl(r - e) and hi = fl(r + e) are off r -+ e
+ * by less than e / 2, so T lies strictly inside [lo, hi]. From there the
+ * bins argument of the axpb path (kern_impl.h, bf16_bins8) gives
+ * RNE_bf16(T) where lo and hi bin alike; Inf / NaN in x, dy or w (or a
+ * float overflow) make r Inf or NaN, and those lanes, with those whose
+ * bins differ (T near a bfloat16 midpoint, or near zero: e >= 2^-145),
+ * are redone by the double path's scalar tail, the same bits as its body.
+ * Rows outside the ranges take the double path whole. bench/check_kern
+ * compares it bit for bit with the double formula. */
+typedef struct {
+  __m256 nsc, nsc20; /* NSC, |NSC| 2^-20 */
+  __m256 k, ke;      /* K, KE */
+  __m256 ws, aw;     /* WS, AW for a scalar w */
+} bw_dx_bf16_consts8_t;
+
+/* r and e for the 8 elements at x, dy (and wv, or the scalar w). */
+KINLINE __m256 bw_dx_bf16_lanes8(const bw_dx_bf16_consts8_t *k,
+                                 const uint16_t *x, const uint16_t *dy,
+                                 const double *wv, double s, const int spread,
+                                 __m256 *e) {
+  __m256 dyf = bf16_widen8(dy), ws = k->ws, aw = k->aw;
+  if (wv) {
+    const __m256d vs = _mm256_set1_pd(s);
+    __m128 lo = _mm256_cvtpd_ps(_mm256_mul_pd(_mm256_loadu_pd(wv), vs));
+    __m128 hi = _mm256_cvtpd_ps(_mm256_mul_pd(_mm256_loadu_pd(wv + 4), vs));
+    ws = _mm256_set_m128(hi, lo);
+    aw = _mm256_fmadd_ps(abs8(ws), _mm256_set1_ps(0x1p-20f),
+                         _mm256_set1_ps(0x1p-146f));
+  }
+  __m256 r = _mm256_fmadd_ps(dyf, ws, k->k);
+  __m256 t = _mm256_fmadd_ps(abs8(dyf), aw, k->ke);
+  if (spread) {
+    __m256 xf = bf16_widen8(x);
+    r = _mm256_fmadd_ps(xf, k->nsc, r);
+    t = _mm256_fmadd_ps(abs8(xf), k->nsc20, t);
+  }
+  *e = _mm256_fmadd_ps(abs8(r), _mm256_set1_ps(0x1p-20f), t);
+  return r;
+}
+
+/* One lane of bw_dx by the double path (its scalar tail), for
+ * bf16_store16; `at` is the step's first element. */
+typedef struct {
+  const uint16_t *x, *dy;
+  const double *wv;
+  double shift, s, w, mean_g, c;
+  int spread;
+  size_t at;
+} bw_dx_bf16_redo_t;
+
+static void KFN(bw_dx_bf16_redo)(const void *ctx, unsigned j, uint16_t *lane) {
+  const bw_dx_bf16_redo_t *r = ctx;
+  size_t i = r->at + j;
+  KFN(bw_dx_bf16)(r->x + i, r->dy + i, lane, 1, r->shift, r->s, r->w,
+                  r->wv ? r->wv + i : NULL, r->mean_g, r->c, r->spread, 0);
+}
+
+/* The vector loop of bw_dx_bf16_f over [i, n) in steps of 16 for one form
+ * (wv or not, spread or not: constants once inlined); returns where it
+ * stopped. */
+KINLINE size_t bw_dx_bf16_loop8(const uint16_t *x, const uint16_t *dy,
+                                uint16_t *dx, size_t i, size_t n,
+                                const bw_dx_bf16_consts8_t *k,
+                                bw_dx_bf16_redo_t *redo, const double *wv,
+                                const int spread) {
+  for (; i + 16 <= n; i += 16) {
+    __m256i bad0 = _mm256_setzero_si256(), bad1 = _mm256_setzero_si256();
+    __m256 e0, e1;
+    __m256 r0 = bw_dx_bf16_lanes8(k, x + i, dy + i, wv ? wv + i : NULL,
+                                  redo->s, spread, &e0);
+    __m256 r1 = bw_dx_bf16_lanes8(k, x + i + 8, dy + i + 8,
+                                  wv ? wv + i + 8 : NULL, redo->s, spread, &e1);
+    __m256i b0 = bf16_bins8(r0, e0, &bad0), b1 = bf16_bins8(r1, e1, &bad1);
+    redo->at = i;
+    bf16_store16(dx + i, b0, b1, bad0, bad1, KFN(bw_dx_bf16_redo), redo);
+  }
+  return i;
+}
+
+static void KFN(bw_dx_bf16_f)(const void *xv, const void *dyv, void *dxv,
+                              size_t n, double shift, double s, double w,
+                              const double *wv, double mean_g, double c,
+                              int spread, int stream) {
+  const uint16_t *x = xv, *dy = dyv;
+  uint16_t *dx = dxv;
+  size_t i = 0;
+  const double sc = s * c, smg = s * mean_g;
+  const double ck = spread ? fabs(sc * shift) + fabs(smg) : fabs(smg);
+  int sc_ok = !spread || sc == 0.0 || (fabs(sc) >= 0x1p-100 && fabs(sc) <= 0x1p100);
+  if (fabs(s) <= 0x1p100 && sc_ok && ck <= 0x1p100) { /* NaN fails */
+    const float kf = (float)(spread ? sc * shift - smg : -smg);
+    const float nsc = spread ? (float)-sc : 0.0f, ws = (float)(s * w);
+    const bw_dx_bf16_consts8_t k = {
+        .nsc = _mm256_set1_ps(nsc),
+        .nsc20 = _mm256_set1_ps(fabsf(nsc) * 0x1p-20f),
+        .k = _mm256_set1_ps(kf),
+        .ke = _mm256_set1_ps(float_at_least(0x1p-20 * fabsf(kf) + 0x1p-48 * ck +
+                                            0x1p-145)),
+        .ws = _mm256_set1_ps(ws),
+        /* NaN or Inf w: r is NaN or Inf, every lane redone */
+        .aw = _mm256_set1_ps(isfinite(ws) ? float_at_least(0x1p-20 * fabsf(ws) +
+                                                           0x1p-146)
+                                          : ws)};
+    bw_dx_bf16_redo_t redo = {x, dy, wv, shift, s, w, mean_g, c, spread, 0};
+    i = wv && spread ? bw_dx_bf16_loop8(x, dy, dx, i, n, &k, &redo, wv, 1)
+        : wv         ? bw_dx_bf16_loop8(x, dy, dx, i, n, &k, &redo, wv, 0)
+        : spread     ? bw_dx_bf16_loop8(x, dy, dx, i, n, &k, &redo, NULL, 1)
+                     : bw_dx_bf16_loop8(x, dy, dx, i, n, &k, &redo, NULL, 0);
+  }
+  /* the tail, or everything, by the double path */
+  KFN(bw_dx_bf16)(x + i, dy + i, dx + i, n - i, shift, s, w, wv ? wv + i : NULL,
+                  mean_g, c, spread, stream);
+}
+#define BW_DX_BF16 KFN(bw_dx_bf16_f)
+#else
+#define BW_DX_BF16 KFN(bw_dx_bf16)
+#endif
+
 /* The entries of the table (kern_impl.h's KERN_TABLE). */
 #define KERN_BACKWARD_ENTRIES                                                  \
   .bw_sums = KVEC(bw_sums), .bw_row_sums = KVEC(bw_row_sums),                  \
-  .bw_dx = KVEC(bw_dx),
+  .bw_dx = {[NORM_F32] = KFN(bw_dx_f32), [NORM_F64] = KFN(bw_dx_f64),          \
+            [NORM_F16] = KFN(bw_dx_f16), [NORM_BF16] = BW_DX_BF16},
