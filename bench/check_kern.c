@@ -129,6 +129,36 @@ static void bf16_verdict(const char *what, const kern_t *fast,
          fast->name, what, ref->name, rows, bad ? "MISMATCH" : "identical");
 }
 
+/* Signed zeros through axpb and affine, every dtype pair: x = shift with a
+ * negative scale gives (x - shift) * scale = -0, and with a bias of -0 the
+ * result must be -0 in the vector body as in the scalar tail (a vector
+ * splat of (vd){0} + c would make it +0). */
+static int check_signed_zero(const kern_t *k) {
+  static unsigned char x[64 * 8], y[64 * 8];
+  static double wneg[64], bneg[64];
+  int bad = 0;
+  for (int i = 0; i < 64; i++) wneg[i] = -1.0, bneg[i] = -0.0;
+  for (int xt = 0; xt < NORM_DTYPE_COUNT; xt++)
+    for (int yt = 0; yt < NORM_DTYPE_COUNT; yt++) {
+      for (int i = 0; i < 64; i++) norm_tensor_set(&(norm_tensor_t){.dtype = xt, .rank = 1, .shape = {64}, .data = x}, (size_t)i, 1.5);
+      for (int form = 0; form < 3; form++) {
+        memset(y, 0x55, sizeof y);
+        if (form == 0) k->axpb[xt][yt](x, y, 37, 1.5, -2.0, -0.0, 0);
+        else if (form == 1) k->affine[xt][yt](x, y, 37, 1.5, 2.0, wneg, bneg, 0);
+        else k->affine[xt][yt](x, y, 37, 1.5, -2.0, NULL, bneg, 0);
+        for (size_t i = 0; i < 37; i++) {
+          double v = norm_tensor_get(&(norm_tensor_t){.dtype = yt, .rank = 1, .shape = {64}, .data = y}, i);
+          if (!(v == 0.0 && signbit(v)) && bad++ < 5)
+            printf("  %s %s %s -> %s [%zu]: %a, want -0\n", k->name,
+                   form ? "affine" : "axpb", norm_dtype_name(xt), norm_dtype_name(yt), i, v);
+        }
+      }
+    }
+  printf("%-10s signed zeros through axpb / affine, every dtype pair: %s\n", k->name,
+         bad ? "MISMATCH" : "ok");
+  return bad != 0;
+}
+
 /* The bfloat16 -> bfloat16 axpb of `fast` (float lanes with a proof, see
  * kern_impl.h) against the double lanes of `ref`, bit for bit, on rows
  * like those of batch, group and instance norm with the statistics of
@@ -504,6 +534,7 @@ static int check_backward(const kern_t *k) {
 
 int main(void) {
   int bad = check(&kern_base) + check_affine_f32(&kern_base) +
+            check_signed_zero(&kern_base) +
             check_backward(&kern_base);
 #ifdef KERN_X86
   __builtin_cpu_init();
@@ -514,6 +545,7 @@ int main(void) {
     ref.bw_dx[NORM_BF16] = bw_dx_bf16_fma_ref;
     bad += check(&kern_avx2) + check_affine_f32(&kern_avx2) +
            check_axpb_bf16(&ref, &kern_avx2) + check_backward(&kern_avx2) +
+           check_signed_zero(&kern_avx2) +
            check_bw_dx_bf16(&ref, &kern_avx2) +
            check_affine_bf16(&kern_avx2, &kern_avx2); /* its double lanes */
   } else printf("avx2    not supported by this CPU: skipped\n");

@@ -146,10 +146,6 @@ DEF_LD2(bf16, uint16_t)
     __typeof__(X) d_ = s * ((W) * (DY)-mean_g);                                \
     spread ? FMA_S((X)-shift, -sc, d_) : d_;                                   \
   })
-/* b in every lane, its sign kept: (vd){0} + b would turn -0 into +0, and
- * the vector body would then round a zero dx to another sign than the
- * scalar tail (a weight entry of -0, or -sc = -0 where c = 0). */
-KINLINE vd splat_d(double b) { return b - (vd){0}; }
 #define DEF_BW_DX(dt, T)                                                       \
   KINLINE size_t KFN(bw_dx_loop_##dt)(                                         \
       const T *x, const T *dy, T *dx, size_t i, size_t n, double shift,        \

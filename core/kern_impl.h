@@ -227,6 +227,11 @@ KINLINE void s_bf16(uint16_t *p, double v) { *p = norm_bf16_from_double(v); }
 KINLINE void s_f16(uint16_t *p, double v) { *p = norm_f16_from_double(v); }
 
 /* a * b + c, fused where the ISA has it */
+/* b in every lane, its sign kept: (vd){0} + b would turn -0 into +0, and
+ * a vector body would then give a zero result another sign than its scalar
+ * tail (a scale, bias or weight of -0). */
+KINLINE vd splat_d(double b) { return b - (vd){0}; }
+
 KINLINE vd vfma(vd a, vd b, vd c) {
 #if KERN_F16C && VW == 8
   return (vd)_mm512_fmadd_pd((__m512d)a, (__m512d)b, (__m512d)c);
@@ -363,7 +368,7 @@ DEF_READ(bf16, uint16_t)
       STORE(y + i, (ld_##xt(x + i) - shift) * scale * ld_f64(w + i));          \
   } else {                                                                     \
     for (; i + VW <= n; i += VW)                                               \
-      STORE(y + i, vfma(ld_##xt(x + i) - shift, (vd){0} + scale,               \
+      STORE(y + i, vfma(ld_##xt(x + i) - shift, splat_d(scale),               \
                         ld_f64(b + i)));                                       \
   }
 
@@ -374,7 +379,7 @@ DEF_READ(bf16, uint16_t)
     const XT *x = xv;                                                          \
     YT *y = yv;                                                                \
     size_t i = 0;                                                              \
-    const vd va = (vd){0} + a, vc = (vd){0} + c;                               \
+    const vd va = splat_d(a), vc = splat_d(c);                               \
     if (stream && KERN_NT) {                                                   \
       i = head_to_align(y, sizeof(YT), n);                                     \
       KFN(axpb_##xt##_##yt)(x, y, i, shift, a, c, 0);                          \
