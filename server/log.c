@@ -97,7 +97,43 @@ static inline unit_t next_unit(const unsigned char *s) {
 
 static const char hex[] = "0123456789abcdef";
 
-char *log_escape(char *dst, size_t cap, const char *src) {
+/* An escaped unit's text (at most 16 bytes), its length returned. */
+typedef size_t (*escape_fn)(const unsigned char *s, unit_t u, char out[16]);
+
+/* The text format's: \xHH per byte. */
+static size_t escape_text(const unsigned char *s, unit_t u, char out[16]) {
+  for (size_t i = 0; i < u.n; i++) {
+    out[4 * i] = '\\';
+    out[4 * i + 1] = 'x';
+    out[4 * i + 2] = hex[s[i] >> 4];
+    out[4 * i + 3] = hex[s[i] & 15];
+  }
+  return 4 * u.n;
+}
+
+/* JSON's: \" \\ \n \r \t, else \uXXXX of the code point. */
+static size_t escape_json(const unsigned char *s, unit_t u, char out[16]) {
+  (void)s;
+  out[0] = '\\';
+  if (u.cp == '"' || u.cp == '\\' || u.cp == '\n' || u.cp == '\r' ||
+      u.cp == '\t') {
+    out[1] = u.cp == '\n' ? 'n' : u.cp == '\r' ? 'r' : u.cp == '\t' ? 't'
+                                                                  : (char)u.cp;
+    return 2;
+  }
+  out[1] = 'u';
+  out[2] = hex[(u.cp >> 12) & 15];
+  out[3] = hex[(u.cp >> 8) & 15];
+  out[4] = hex[(u.cp >> 4) & 15];
+  out[5] = hex[u.cp & 15];
+  return 6;
+}
+
+/* src into dst (cap bytes, NUL-terminated), each unit whole or not at all:
+ * plain ones as they are, the others as `escape` writes them. Returns the
+ * length written. */
+static size_t escape_into(char *dst, size_t cap, const char *src,
+                          escape_fn escape) {
   const unsigned char *s = (const unsigned char *)src;
   size_t o = 0;
   while (*s) {
@@ -108,54 +144,8 @@ char *log_escape(char *dst, size_t cap, const char *src) {
       continue;
     }
     unit_t u = next_unit(s);
-    size_t need = u.plain ? u.n : 4 * u.n; /* \xHH per byte */
-    if (o + need >= cap) break;
-    if (u.plain) {
-      memcpy(dst + o, s, u.n);
-    } else {
-      for (size_t i = 0; i < u.n; i++) {
-        dst[o + 4 * i] = '\\';
-        dst[o + 4 * i + 1] = 'x';
-        dst[o + 4 * i + 2] = hex[s[i] >> 4];
-        dst[o + 4 * i + 3] = hex[s[i] & 15];
-      }
-    }
-    o += need;
-    s += u.n;
-  }
-  dst[o] = '\0';
-  return dst;
-}
-
-size_t log_json_escape(char *dst, size_t cap, const char *src) {
-  const unsigned char *s = (const unsigned char *)src;
-  size_t o = 0;
-  while (*s) {
-    if (*s >= 0x20 && *s < 0x7f && *s != '"' && *s != '\\') {
-      if (o + 1 >= cap) break;
-      dst[o++] = (char)*s++;
-      continue;
-    }
-    unit_t u = next_unit(s);
-    char esc[6];
-    size_t need;
-    if (u.plain) {
-      need = u.n;
-    } else if (u.cp == '"' || u.cp == '\\' || u.cp == '\n' || u.cp == '\r' ||
-               u.cp == '\t') {
-      esc[0] = '\\';
-      esc[1] = u.cp == '\n' ? 'n' : u.cp == '\r' ? 'r' : u.cp == '\t' ? 't'
-                                                                     : (char)u.cp;
-      need = 2;
-    } else {
-      esc[0] = '\\';
-      esc[1] = 'u';
-      esc[2] = hex[(u.cp >> 12) & 15];
-      esc[3] = hex[(u.cp >> 8) & 15];
-      esc[4] = hex[(u.cp >> 4) & 15];
-      esc[5] = hex[u.cp & 15];
-      need = 6;
-    }
+    char esc[16];
+    size_t need = u.plain ? u.n : escape(s, u, esc);
     if (o + need >= cap) break;
     memcpy(dst + o, u.plain ? (const char *)s : esc, need);
     o += need;
@@ -163,6 +153,15 @@ size_t log_json_escape(char *dst, size_t cap, const char *src) {
   }
   dst[o] = '\0';
   return o;
+}
+
+char *log_escape(char *dst, size_t cap, const char *src) {
+  escape_into(dst, cap, src, escape_text);
+  return dst;
+}
+
+size_t log_json_escape(char *dst, size_t cap, const char *src) {
+  return escape_into(dst, cap, src, escape_json);
 }
 
 /* ---- lines ---- */
