@@ -21,14 +21,11 @@ typedef struct {
   pool_job_t base;
   request_state_t *rs;
   body_t body;
-  op_t op;
-  int kserve;
-  char *content_type; /* copies of the headers, NULL when absent */
-  char *accept;
-  char *header_length;
+  /* request_input's, its header values, query parameters and request id
+   * the job's own copies (job_free frees them) */
+  service_input_t in;
+  query_param_t *query; /* in.query, writable */
   encoding_t answer_coding; /* the reply's, from Accept-Encoding */
-  query_param_t *query; /* copies of the query parameters */
-  size_t nquery;
   limits_t limits;
   uint64_t submitted_ns; /* op_stats_now_ns() when handed to the pool */
   char request_id[REQUEST_ID_MAX + 1]; /* the problem's instance */
@@ -37,33 +34,52 @@ typedef struct {
 
 /* ---- the compute path ---- */
 
+/* The service's input for rs but its body (compute's), the header values
+ * and query parameters borrowed from libmicrohttpd: valid while the
+ * handler call lasts. */
+static service_input_t request_input(request_state_t *rs,
+                                     const query_param_t *query,
+                                     size_t nquery) {
+  struct MHD_Connection *c = rs->mhd_conn;
+  return (service_input_t){
+      .op = rs->match.op,
+      .content_type = http__header(c, MHD_HTTP_HEADER_CONTENT_TYPE),
+      .accept = http__header(c, MHD_HTTP_HEADER_ACCEPT),
+      .header_length = http__header(c, "Inference-Header-Content-Length"),
+      .query = query,
+      .nquery = nquery,
+      .kserve = router_is_v2(rs->path),
+      .by_reference = 1,
+      .request_id = rs->request_id};
+}
+
+/* The request computed: in on body (which it takes), its op_stats queue
+ * time counted from submitted_ns, the answer into *out compressed as
+ * `coding` asks. On a worker for a job (a large answer takes milliseconds
+ * to compress: bench/compression_bench.sh), in the handler call for a
+ * small request. */
+static void compute(service_input_t in, body_t *body, uint64_t submitted_ns,
+                    const limits_t *limits, encoding_t coding, reply_t *out) {
+  in.body = body->data;
+  in.len = body->len;
+  in.body_mem = body->mem;
+  in.queue_ns = op_stats_now_ns() - submitted_ns;
+  *body = (body_t){0}; /* the service owns it now */
+  service_handle(&in, limits, out);
+  http__compress_reply(out, coding);
+}
+
 static void job_run(pool_job_t *base) {
   job_t *job = (job_t *)base;
-  service_input_t in = {.op = job->op,
-                        .body = job->body.data,
-                        .len = job->body.len,
-                        .body_mem = job->body.mem,
-                        .content_type = job->content_type,
-                        .accept = job->accept,
-                        .header_length = job->header_length,
-                        .query = job->query,
-                        .nquery = job->nquery,
-                        .kserve = job->kserve,
-                        .queue_ns = op_stats_now_ns() - job->submitted_ns,
-                        .by_reference = 1,
-                        .request_id = job->request_id};
-  job->body = (body_t){0}; /* the service owns it now */
-  service_handle(&in, &job->limits, &job->reply);
-  /* here on the worker, not on the HTTP thread: a large answer takes
-   * milliseconds to compress (bench/compression_bench.sh) */
-  http__compress_reply(&job->reply, job->answer_coding);
+  compute(job->in, &job->body, job->submitted_ns, &job->limits,
+          job->answer_coding, &job->reply);
 }
 
 static void job_free(job_t *job) {
-  free(job->content_type);
-  free(job->accept);
-  free(job->header_length);
-  for (size_t i = 0; i < job->nquery; i++) {
+  free((char *)job->in.content_type);
+  free((char *)job->in.accept);
+  free((char *)job->in.header_length);
+  for (size_t i = 0; i < job->in.nquery; i++) {
     free((char *)job->query[i].key);
     free((char *)job->query[i].value);
   }
@@ -84,7 +100,7 @@ static void job_done(pool_job_t *base) {
 }
 
 /* A copy of a header value (NULL stays NULL); -1 on out of memory. */
-static int copy_header(char **dst, const char *value) {
+static int copy_header(const char **dst, const char *value) {
   *dst = value ? strdup(value) : NULL;
   return (value != NULL && *dst == NULL) ? -1 : 0;
 }
@@ -127,8 +143,9 @@ static int view_query(request_state_t *rs, query_view_t *v) {
 static int copy_query(job_t *job, const query_view_t *v) {
   job->query = calloc(v->n > 0 ? v->n : 1, sizeof *job->query);
   if (job->query == NULL) return -1;
+  job->in.query = job->query;
   for (size_t i = 0; i < v->n; i++) {
-    query_param_t *q = &job->query[job->nquery++]; /* job_free frees it */
+    query_param_t *q = &job->query[job->in.nquery++]; /* job_free frees it */
     q->key = strdup(v->param[i].key);
     q->value = v->param[i].value ? strdup(v->param[i].value) : NULL;
     if (q->key == NULL || (v->param[i].value && q->value == NULL)) return -1;
@@ -163,26 +180,10 @@ static enum MHD_Result compute_here(request_state_t *rs,
                                     const query_view_t *query,
                                     uint64_t submitted_ns) {
   server_t *srv = rs->srv;
-  struct MHD_Connection *c = rs->mhd_conn;
-  service_input_t in = {
-      .op = rs->match.op,
-      .body = rs->body.data,
-      .len = rs->body.len,
-      .body_mem = rs->body.mem,
-      .content_type = http__header(c, MHD_HTTP_HEADER_CONTENT_TYPE),
-      .accept = http__header(c, MHD_HTTP_HEADER_ACCEPT),
-      .header_length = http__header(c, "Inference-Header-Content-Length"),
-      .query = query->param,
-      .nquery = query->n,
-      .kserve = router_is_v2(rs->path),
-      /* op_stats' "queue": from the body's end to the decode, as for a
-       * job (here only the slot and the query: well under a microsecond) */
-      .queue_ns = op_stats_now_ns() - submitted_ns,
-      .by_reference = 1,
-      .request_id = rs->request_id};
-  rs->body = (body_t){0}; /* the service owns it now */
-  service_handle(&in, &srv->limits, &rs->reply);
-  http__compress_reply(&rs->reply, http__answer_coding(rs));
+  /* op_stats' "queue": from the body's end to the decode, as for a job
+   * (here only the slot and the query: well under a microsecond) */
+  compute(request_input(rs, query->param, query->n), &rs->body, submitted_ns,
+          &srv->limits, http__answer_coding(rs), &rs->reply);
   pool_release(srv->pool); /* as the pool does: before the answer goes out */
   rs->reply_ready = 1;
   return http__send_reply(rs);
@@ -205,23 +206,26 @@ enum MHD_Result http__submit_compute(request_state_t *rs) {
   }
   if (computes_here(rs)) return compute_here(rs, &query, submitted_ns);
   job_t *job = calloc(1, sizeof *job);
-  struct MHD_Connection *c = rs->mhd_conn;
-  if (job == NULL ||
-      copy_header(&job->content_type,
-                  http__header(c, MHD_HTTP_HEADER_CONTENT_TYPE)) != 0 ||
-      copy_header(&job->accept, http__header(c, MHD_HTTP_HEADER_ACCEPT)) != 0 ||
-      copy_header(&job->header_length,
-                  http__header(c, "Inference-Header-Content-Length")) != 0 ||
+  if (job == NULL) goto err;
+  /* the borrowed values replaced by the job's copies, each NULL until
+   * copied so that job_free frees only those */
+  service_input_t borrowed = request_input(rs, query.param, query.n);
+  job->in = borrowed;
+  job->in.content_type = job->in.accept = job->in.header_length = NULL;
+  job->in.query = NULL;
+  job->in.nquery = 0;
+  job->in.request_id = job->request_id;
+  memcpy(job->request_id, rs->request_id, sizeof job->request_id);
+  if (copy_header(&job->in.content_type, borrowed.content_type) != 0 ||
+      copy_header(&job->in.accept, borrowed.accept) != 0 ||
+      copy_header(&job->in.header_length, borrowed.header_length) != 0 ||
       copy_query(job, &query) != 0)
     goto err;
   job->base.run = job_run;
   job->base.done = job_done;
   job->rs = rs;
-  job->op = rs->match.op;
-  job->kserve = router_is_v2(rs->path);
   job->limits = srv->limits;
   job->answer_coding = http__answer_coding(rs);
-  memcpy(job->request_id, rs->request_id, sizeof job->request_id);
   job->body = rs->body; /* moves */
   memset(&rs->body, 0, sizeof rs->body);
   MHD_suspend_connection(rs->mhd_conn);
