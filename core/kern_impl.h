@@ -65,7 +65,10 @@ KINLINE vd ld_bf16(const uint16_t *p) {
 #if KERN_F16C && VW == 8
   u = (vu)_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
 #elif KERN_F16C && VW == 4
-  u = (vu)_mm_cvtepu16_epi32(_mm_loadl_epi64((const __m128i *)p));
+  /* zeros interleaved below each element: its float bits (x << 16) in one
+   * unpack, where zero-extending and shifting took two */
+  return f2d((vf)_mm_unpacklo_epi16(_mm_setzero_si128(),
+                                    _mm_loadl_epi64((const __m128i *)p)));
 #else
   vh h;
   memcpy(&h, p, sizeof h);
