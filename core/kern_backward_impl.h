@@ -79,6 +79,39 @@ DEF_LD2(bf16, uint16_t)
  * (0 <= cut <= n; a weight entry's run ends there): sums[0] = sum(dy),
  * sums[1] = sum(dy (x - mu)) over [0, cut), sums[2], sums[3] over [cut,
  * n). x is converted and centered once for both. */
+/* One step of 4 VW elements of bw_centered_sums at i: centered's, and
+ * with `dy_too` the dy sums' vector accumulators. In two halves, each
+ * accumulator updated as centered does (their order among each other does
+ * not change a bit), so that fewer values are live at once: the twelve
+ * accumulators and mu stay in the sixteen AVX2 registers. */
+#define BW_CENTERED_HALF(dt, dy_too, at, da, db, qa, qb)                       \
+  do {                                                                         \
+    vd va = ld_##dt(x + (at)) - mu, vb = ld_##dt(x + (at) + VW) - mu;          \
+    da += va;                                                                  \
+    db += vb;                                                                  \
+    qa = vfma(va, va, qa);                                                     \
+    qb = vfma(vb, vb, qb);                                                     \
+    if (dy_too) {                                                              \
+      vd ea, eb;                                                               \
+      ld2_##dt(dy + (at), &ea, &eb);                                           \
+      g += ea + eb;                                                            \
+      p0 = vfma(ea, va, p0);                                                   \
+      p1 = vfma(eb, vb, p1);                                                   \
+    }                                                                          \
+  } while (0)
+#define BW_CENTERED_STEP(dt, dy_too)                                           \
+  do {                                                                         \
+    BW_CENTERED_HALF(dt, dy_too, i, d0, d1, q0, q1);                           \
+    BW_CENTERED_HALF(dt, dy_too, i + 2 * VW, d2, d3, q2, q3);                  \
+  } while (0)
+/* dy's sums of elements [from, to) one by one, each into its piece. */
+#define BW_PIECES_SCALAR(dt, from, to)                                         \
+  for (size_t t = (from); t < (to); t++) {                                     \
+    double e = e_##dt(dy + t), v = e_##dt(x + t) - mu;                         \
+    size_t k = t < cut ? 0 : 2;                                                \
+    piece[k] += e;                                                             \
+    piece[k + 1] = sfma(e, v, piece[k + 1]);                                   \
+  }
 #define DEF_BW_CENTERED_SUMS(dt, T)                                            \
   static void KFN(bw_centered_sums_##dt)(const void *xv, const void *dyv,      \
                                          size_t n, double mu, size_t cut,      \
@@ -89,49 +122,24 @@ DEF_LD2(bf16, uint16_t)
     vd g = {0}, p0 = {0}, p1 = {0};                                            \
     double piece[4] = {0.0, 0.0, 0.0, 0.0};                                    \
     size_t at = 0, cb = cut - cut % (4 * VW), i = 0;                           \
-    for (; i + 4 * VW <= n; i += 4 * VW) {                                     \
-      vd v0 = ld_##dt(x + i) - mu, v1 = ld_##dt(x + i + VW) - mu;              \
-      vd v2 = ld_##dt(x + i + 2 * VW) - mu, v3 = ld_##dt(x + i + 3 * VW) - mu; \
-      d0 += v0;                                                                \
-      d1 += v1;                                                                \
-      d2 += v2;                                                                \
-      d3 += v3;                                                                \
-      q0 = vfma(v0, v0, q0);                                                   \
-      q1 = vfma(v1, v1, q1);                                                   \
-      q2 = vfma(v2, v2, q2);                                                   \
-      q3 = vfma(v3, v3, q3);                                                   \
-      if (i == cb) { /* the block holding the cut: dy's first piece ends */   \
-        piece[0] += hsum(g);                                                   \
-        piece[1] += hsum(p0 + p1);                                             \
-        g = p0 = p1 = (vd){0};                                                 \
-        at = 2;                                                                \
-        if (cut != cb) { /* straddled: dy element by element */              \
-          for (size_t t = i; t < i + 4 * VW; t++) {                            \
-            double e = e_##dt(dy + t), v = e_##dt(x + t) - mu;                 \
-            size_t k = t < cut ? 0 : 2;                                        \
-            piece[k] += e;                                                     \
-            piece[k + 1] = sfma(e, v, piece[k + 1]);                           \
-          }                                                                    \
-          continue;                                                            \
-        }                                                                      \
+    for (; i < cb && i + 4 * VW <= n; i += 4 * VW) /* the first piece */       \
+      BW_CENTERED_STEP(dt, 1);                                                 \
+    if (i == cb && i + 4 * VW <= n) { /* the step holding the cut */           \
+      piece[0] = hsum(g);                                                      \
+      piece[1] = hsum(p0 + p1);                                                \
+      g = p0 = p1 = (vd){0};                                                   \
+      at = 2;                                                                  \
+      if (cut != cb) { /* straddled: dy element by element */                \
+        BW_CENTERED_STEP(dt, 0);                                               \
+        BW_PIECES_SCALAR(dt, i, i + 4 * VW)                                    \
+        i += 4 * VW;                                                           \
       }                                                                        \
-      vd e0, e1, e2, e3;                                                       \
-      ld2_##dt(dy + i, &e0, &e1);                                              \
-      ld2_##dt(dy + i + 2 * VW, &e2, &e3);                                     \
-      g += (e0 + e1) + (e2 + e3);                                              \
-      p0 = vfma(e0, v0, p0);                                                   \
-      p1 = vfma(e1, v1, p1);                                                   \
-      p0 = vfma(e2, v2, p0);                                                   \
-      p1 = vfma(e3, v3, p1);                                                   \
     }                                                                          \
+    for (; i + 4 * VW <= n; i += 4 * VW) /* the second */                      \
+      BW_CENTERED_STEP(dt, 1);                                                 \
     piece[at] += hsum(g);                                                      \
     piece[at + 1] += hsum(p0 + p1);                                            \
-    for (size_t t = i; t < n; t++) { /* dy's tail */                           \
-      double e = e_##dt(dy + t), v = e_##dt(x + t) - mu;                       \
-      size_t k = t < cut ? 0 : 2;                                              \
-      piece[k] += e;                                                           \
-      piece[k + 1] = sfma(e, v, piece[k + 1]);                                 \
-    }                                                                          \
+    BW_PIECES_SCALAR(dt, i, n) /* dy's tail */                                 \
     d0 += d2; /* from here on centered's tail */                               \
     d1 += d3;                                                                  \
     q0 += q2;                                                                  \
