@@ -540,6 +540,27 @@ static int check_backward(const kern_t *k) {
       if ((!bw_close(o[0], r0, a0, n) || !bw_close(o[1], r1, a1, n)) && bad++ < 5)
         printf("  %s bw_sums %s n=%zu: %a %a want %La %La\n", k->name,
                norm_dtype_name(dt), n, o[0], o[1], r0, r1);
+      /* bw_centered_sums: centered's bits, and bw_sums' two sums around
+       * the same mu on either side of a cut anywhere in [0, n] */
+      {
+        size_t cut = r % 5 == 0 ? n : r % 5 == 1 ? 0 : rng(&s) % (n + 1);
+        double mu = shift + sd * (unit(&s) - 0.5), c0[2], c1[2], p4[4];
+        k->centered[dt](x, n, mu, c0);
+        k->bw_centered_sums[dt](x, dy, n, mu, cut, c1, p4);
+        if (memcmp(c0, c1, sizeof c0) != 0 && bad++ < 5)
+          printf("  %s bw_centered_sums %s n=%zu: %a %a, centered %a %a\n",
+                 k->name, norm_dtype_name(dt), n, c1[0], c1[1], c0[0], c0[1]);
+        long double ps[4] = {0}, pa[4] = {0};
+        for (size_t i = 0; i < n; i++) {
+          size_t h = i < cut ? 0 : 2;
+          long double d = dyv[i], t = d * ((long double)xv[i] - mu);
+          ps[h] += d, pa[h] += fabsl(d), ps[h + 1] += t, pa[h + 1] += fabsl(t);
+        }
+        for (int h = 0; h < 4; h++)
+          if (!bw_close(p4[h], ps[h], pa[h], n) && bad++ < 5)
+            printf("  %s bw_centered_sums %s n=%zu cut=%zu [%d]: %a want %La\n",
+                   k->name, norm_dtype_name(dt), n, cut, h, p4[h], ps[h]);
+      }
       /* bw_row_sums */
       const double *wp = per ? w : NULL;
       k->bw_row_sums[dt](x, dy, n, shift, sc, wp, with_gw ? gw : NULL,
@@ -584,7 +605,8 @@ static int check_backward(const kern_t *k) {
       }
     }
   }
-  printf("%-10s backward loops (bw_sums, bw_row_sums, bw_dx), 4 dtypes x %ld "
+  printf("%-10s backward loops (bw_sums, bw_centered_sums, bw_row_sums, "
+         "bw_dx), 4 dtypes x %ld "
          "runs vs a long double reference: %s\n",
          k->name, runs / 4, bad ? "MISMATCH" : "ok");
   return bad != 0;

@@ -18,6 +18,14 @@
  * enough for the stack and L1, large enough for the vector loops. */
 enum { BW_CHUNK = 512 };
 
+/* Sums that are all finite: elsewhere (an Inf in dy) moving them to the
+ * shift could turn an Inf into NaN, so the sums pass takes them. */
+static int run_sums_finite(const engine_run_sums_t *r) {
+  for (size_t i = 0; i < r->runs; i++)
+    if (!isfinite(r->dy[i]) || !isfinite(r->dyx[i])) return 0;
+  return 1;
+}
+
 static const char *at(const norm_tensor_t *t, size_t off) {
   return (const char *)t->data + off * norm_dtype_size(t->dtype);
 }
@@ -25,7 +33,7 @@ static const char *at(const norm_tensor_t *t, size_t off) {
 void engine_backward(const norm_tensor_t *x, const norm_tensor_t *dy,
                      const affine_t *a, norm_tensor_t *dx, const layout_t *l,
                      size_t g, double shift, double s, int terms, double coef,
-                     const norm_grads_t *grads) {
+                     const norm_grads_t *grads, const engine_run_sums_t *pre) {
   const kern_t *k = kern_get();
   const norm_tensor_t *weight = a->weight;
   double *gw = grads ? grads->weight : NULL, *gbias = grads ? grads->bias : NULL;
@@ -43,9 +51,23 @@ void engine_backward(const norm_tensor_t *x, const norm_tensor_t *dy,
   double xb[BW_CHUNK], gb[BW_CHUNK], wb[BW_CHUNK];
   double sum_g = 0.0, sum_gx = 0.0, mean_g = 0.0, c = 0.0;
   int spread = (terms & ENGINE_BW_SPREAD) != 0;
+  if (pre && !run_sums_finite(pre)) pre = NULL; /* as the sums pass has it */
   for (int pass = 0; pass < 2; pass++) {
     if (pass == 0 && terms == 0 && gw == NULL && gbias == NULL)
       continue; /* dx = s * w * dy needs no sums */
+    if (pass == 0 && pre) { /* taken with the moments: moved to the shift */
+      double d = shift - pre->ref;
+      for (size_t r = 0; r < pre->runs; r++) {
+        size_t entry = first + r;
+        double w = weight ? norm_tensor_get(weight, entry) : 1.0;
+        double o0 = pre->dy[r], o1 = pre->dyx[r] - d * o0;
+        sum_g += w * o0;
+        sum_gx += w * s * o1;
+        if (gw) gw[entry] += s * o1;
+        if (gbias) gbias[entry] += o0;
+      }
+      continue;
+    }
     if (pass == 1) {
       mean_g =
           terms & ENGINE_BW_MEAN ? sum_g / (double)engine_layout_count(l) : 0.0;
@@ -128,7 +150,11 @@ void engine_standardize_backward(const norm_tensor_t *x, const norm_tensor_t *dy
   double divisor = (double)engine_layout_count(l) - ddof; /* 0 -> NaN, as torch */
   for (size_t g = begin; g < end; g++) {
     double mean, m2;
-    engine_moments(x, l, g, &mean, &m2);
+    engine_run_sums_t sums, *pre = &sums;
+    if (!engine_moments_sums(x, dy, l, g, &mean, &m2, pre)) {
+      engine_moments(x, l, g, &mean, &m2);
+      pre = NULL;
+    }
     double var = m2 / divisor, std = sqrt(var), rstd, coef;
     if (placement == NORM_EPS_INSIDE_SQRT) {
       rstd = engine_rstd(var, eps);
@@ -138,7 +164,7 @@ void engine_standardize_backward(const norm_tensor_t *x, const norm_tensor_t *dy
       coef = std > 0.0 ? 1.0 / (divisor * std) : std == 0.0 ? 0.0 : NAN;
     }
     engine_backward(x, dy, &aff, dx, l, g, mean, engine_scale(var, eps, rstd),
-                    ENGINE_BW_MEAN | ENGINE_BW_SPREAD, coef, grads);
+                    ENGINE_BW_MEAN | ENGINE_BW_SPREAD, coef, grads, pre);
     engine_stats_put(stats, g, mean, var, rstd);
   }
 }

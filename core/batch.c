@@ -118,9 +118,14 @@ int norm_batch_backward_rows(const norm_tensor_t *x, const norm_tensor_t *dy,
   for (size_t c = begin; c < end; c++) {
     double mean, var;
     int train = p->mode == NORM_TRAIN;
+    engine_run_sums_t sums, *pre = NULL;
     if (train) {
       double m2;
-      engine_moments(x, &l, c, &mean, &m2);
+      pre = &sums;
+      if (!engine_moments_sums(x, dy, &l, c, &mean, &m2, pre)) {
+        engine_moments(x, &l, c, &mean, &m2);
+        pre = NULL;
+      }
       var = m2 / count;
     } else {
       mean = norm_tensor_get(running_mean, c);
@@ -129,7 +134,7 @@ int norm_batch_backward_rows(const norm_tensor_t *x, const norm_tensor_t *dy,
     double rstd = engine_rstd(var, p->eps), s = engine_scale(var, p->eps, rstd);
     engine_backward(x, dy, &aff, dx, &l, c, mean, s,
                     train ? ENGINE_BW_MEAN | ENGINE_BW_SPREAD : 0,
-                    train ? s / count : 0.0, grads);
+                    train ? s / count : 0.0, grads, pre);
     engine_stats_put(stats, c, mean, var, rstd);
   }
   return NORM_OK;

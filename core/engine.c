@@ -62,41 +62,86 @@ static const char *elem(const norm_tensor_t *t, size_t off) {
   return (const char *)t->data + off * norm_dtype_size(t->dtype);
 }
 
+/* One chunk of n elements at p: its moments around a shift (returned) near
+ * its mean, c = {sum(x - mu), sum((x - mu)^2)} and *m2 its M2. With dy (dyp
+ * not NULL, of x's dtype): also the sums of dy around the same shift over
+ * [0, cut) and [cut, n), as bw_centered_sums gives them, in the same pass
+ * (centered's bits: the moments are the same either way).
+ * One pass around a shift K near the mean (the mean of the first few
+ * elements): S1 = sum(x - K), S2 = sum((x - K)^2), M2 = S2 - S1^2 / n.
+ * Each lane accumulator sums at most n / 4 terms, so S2 and S1^2 / n carry
+ * relative errors below n / 4 * 2^-53 (2.3e-13 for the largest chunk, 8192
+ * halves; a bound rarely approached) and M2 at most twice that while S2 <=
+ * 2 * M2, i.e. while K is within one standard deviation of the mean
+ * (random data: almost always). Otherwise (an outlier among the first
+ * elements, NaN, Inf) the chunk gets the corrected two-pass from L1. */
+static double chunk_moments(const kern_t *k, norm_dtype_t dt, const char *p,
+                            size_t n, const char *dyp, size_t cut,
+                            double c[2], double *m2, double sums[4]) {
+  double count = (double)n;
+  size_t head = n < 32 ? n : 32;
+  double mu = k->sum[dt](p, head) / (double)head;
+  for (int pass = 0; pass < 2; pass++) {
+    if (dyp)
+      k->bw_centered_sums[dt](p, dyp, n, mu, cut, c, sums);
+    else
+      k->centered[dt](p, n, mu, c);
+    *m2 = c[1] - c[0] * c[0] / count;
+    if (c[1] <= 2.0 * *m2) break;
+    if (pass == 0) mu += c[0] / count;
+  }
+  return mu;
+}
+
 void engine_moments(const norm_tensor_t *x, const layout_t *l, size_t g,
                     double *mean, double *m2) {
+  engine_moments_sums(x, NULL, l, g, mean, m2, NULL);
+}
+
+int engine_moments_sums(const norm_tensor_t *x, const norm_tensor_t *dy,
+                        const layout_t *l, size_t g, double *mean, double *m2,
+                        engine_run_sums_t *rs) {
   const kern_t *k = kern_get();
   size_t chunk = CHUNK_BYTES / norm_dtype_size(x->dtype);
+  size_t period = l->affine_period;
+  if (dy) { /* runs of one weight entry, at most one run end inside a chunk */
+    if (dy->dtype != x->dtype || period == 1 || l->seg_len % period != 0 ||
+        l->seg_len / period > ENGINE_RUNS)
+      return 0;
+    for (size_t j = 0; j < l->seg_len; j += chunk) {
+      size_t end = l->seg_len - j < chunk ? l->seg_len : j + chunk;
+      if ((j / period + 2) * period < end) return 0;
+    }
+    rs->runs = l->seg_len / period;
+    for (size_t r = 0; r < rs->runs; r++) rs->dy[r] = rs->dyx[r] = 0.0;
+  }
   /* Chunk means are merged relative to the first chunk's estimate `shift`:
    * near it (|mean| >> std) the differences are exact (Sterbenz), so the
-   * merge keeps the precision of the centered sums. */
+   * merge keeps the precision of the centered sums. The dy sums are moved
+   * to the same shift: sum(dy (x - shift)) = sum(dy (x - mu)) - (shift -
+   * mu) sum(dy), the difference exact there too. */
   norm_moments_t acc = {0.0, 0.0, 0.0};
   double shift = 0.0;
   for (size_t seg = 0; seg < l->nseg; seg++) {
     size_t base = g * l->group_stride + seg * l->seg_stride;
     for (size_t j = 0; j < l->seg_len; j += chunk) {
       size_t n = l->seg_len - j < chunk ? l->seg_len - j : chunk;
-      const char *p = elem(x, base + j);
-      double count = (double)n;
-      /* One pass around a shift K near the mean (the mean of the first
-       * few elements): S1 = sum(x - K), S2 = sum((x - K)^2), M2 = S2 -
-       * S1^2 / n. Each lane accumulator sums at most n / 4 terms, so S2
-       * and S1^2 / n carry relative errors below n / 4 * 2^-53 (2.3e-13
-       * for the largest chunk, 8192 halves; a bound rarely approached)
-       * and M2 at most twice that while S2 <= 2 * M2, i.e. while
-       * K is within one standard deviation of the mean (random data:
-       * almost always). Otherwise (an outlier among the first elements,
-       * NaN, Inf) the chunk gets the corrected two-pass from L1. */
-      size_t head = n < 32 ? n : 32;
-      double mu = k->sum[x->dtype](p, head) / (double)head;
-      double c[2]; /* sum(x - mu), sum((x - mu)^2) */
-      k->centered[x->dtype](p, n, mu, c);
-      double m = c[1] - c[0] * c[0] / count;
-      if (!(c[1] <= 2.0 * m)) {
-        mu += c[0] / count;
-        k->centered[x->dtype](p, n, mu, c);
-        m = c[1] - c[0] * c[0] / count;
-      }
+      size_t run = dy ? j / period : 0, cut = (run + 1) * period - j;
+      double c[2], m, sums[4];
+      double mu = chunk_moments(k, x->dtype, elem(x, base + j), n,
+                                dy ? elem(dy, base + j) : NULL,
+                                cut < n ? cut : n, c, &m, sums);
       if (acc.count == 0) shift = mu;
+      if (dy) {
+        double d = shift - mu;
+        rs->dy[run] += sums[0];
+        rs->dyx[run] += sums[1] - d * sums[0];
+        if (cut < n) {
+          rs->dy[run + 1] += sums[2];
+          rs->dyx[run + 1] += sums[3] - d * sums[2];
+        }
+      }
+      double count = (double)n;
       /* c[0] / count is what mu misses of the chunk's mean. */
       norm_moments_t part = {count, (mu - shift) + c[0] / count, m < 0 ? 0 : m};
       norm_moments_merge(&acc, &part); /* NaN passes through */
@@ -104,6 +149,8 @@ void engine_moments(const norm_tensor_t *x, const layout_t *l, size_t g,
   }
   *mean = shift + acc.mean;
   *m2 = acc.m2;
+  if (dy) rs->ref = shift;
+  return 1;
 }
 
 double engine_sumsq(const norm_tensor_t *x, const layout_t *l, size_t g) {

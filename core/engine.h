@@ -45,6 +45,24 @@ layout_t engine_layout_instances(const norm_tensor_t *x);
  * from memory once. */
 void engine_moments(const norm_tensor_t *x, const layout_t *l, size_t g,
                     double *mean, double *m2);
+/* The backward's sums of a group's weight-entry runs, taken with its
+ * moments (engine_moments_sums): per run of the first segment (the same
+ * entries repeat in every segment), over every segment, sum(dy) and
+ * sum(dy (x - ref)). */
+enum { ENGINE_RUNS = 64 };
+typedef struct {
+  size_t runs; /* runs per segment */
+  double ref;
+  double dy[ENGINE_RUNS], dyx[ENGINE_RUNS];
+} engine_run_sums_t;
+/* engine_moments, the same bits, and with dy not NULL the run sums of dy
+ * in the same pass over x (it is read once for both). Returns 0, having
+ * computed nothing, where the layout does not allow that: rows (a weight
+ * per element), dy of another dtype than x, more than ENGINE_RUNS runs
+ * per segment, or runs so short that a moments chunk holds two run ends. */
+int engine_moments_sums(const norm_tensor_t *x, const norm_tensor_t *dy,
+                        const layout_t *l, size_t g, double *mean, double *m2,
+                        engine_run_sums_t *rs);
 /* sum(x^2) of group g, in double. */
 double engine_sumsq(const norm_tensor_t *x, const layout_t *l, size_t g);
 
@@ -136,11 +154,12 @@ enum {
  * stays elementwise even where x or dy is not finite. The weight is
  * a->weight, prepared by engine_affine_init (with no bias) once per call
  * of the kernel, not per group. Rounded once into dx's dtype; grads (NULL, or either array NULL) get sum(dy * xhat) and
- * sum(dy) per weight entry added. dx may alias dy. */
+ * sum(dy) per weight entry added. dx may alias dy. pre (NULL: computed
+ * here): the runs' sums, taken with the moments (engine_moments_sums). */
 void engine_backward(const norm_tensor_t *x, const norm_tensor_t *dy,
                      const affine_t *a, norm_tensor_t *dx, const layout_t *l,
                      size_t g, double shift, double s, int terms, double coef,
-                     const norm_grads_t *grads);
+                     const norm_grads_t *grads, const engine_run_sums_t *pre);
 
 /* engine_standardize's backward, for layer, group and instance norm: per
  * group the moments again, then engine_backward with shift = mean and

@@ -76,6 +76,12 @@ typedef struct {
    * dy. */
   void (*bw_sums[KDT])(const void *x, const void *dy, size_t n, double shift,
                        double out[2]);
+  /* bw_centered_sums: centered's out (the same bits) and, around the same
+   * mu, bw_sums' two sums over [0, cut) in sums[0..1] and over [cut, n) in
+   * sums[2..3], in one pass (the backward's moments with its sums). */
+  void (*bw_centered_sums[KDT])(const void *x, const void *dy, size_t n,
+                                double mu, size_t cut, double out[2],
+                                double sums[4]);
   void (*bw_row_sums[KDT])(const void *x, const void *dy, size_t n,
                            double shift, double s, const double *w, double *gw,
                            double *gb, double out[2]);

@@ -1,7 +1,7 @@
 /* kern_backward_impl.h -- the backward's loops of kern.h (bw_sums,
- * bw_row_sums, bw_dx), included by kern_impl.h and built with its helpers
- * (VW, KFN, the ld_ / st_ / e_ / s_ conversions, vfma, hsum) once per
- * target ISA. One set per dtype, x, dy and dx all of it; engine_backward
+ * bw_centered_sums, bw_row_sums, bw_dx), included by kern_impl.h and
+ * built with its helpers (VW, KFN, the ld_ / st_ / e_ / s_ conversions,
+ * vfma, hsum) once per target ISA. One set per dtype, x, dy and dx all of it; engine_backward
  * (backward.c) runs mixed dtypes as float64 chunks through the float64
  * set. Everything is in double lanes, as the scalar loops they replace
  * (bench/check_kern compares every table with a scalar reference).
@@ -68,6 +68,96 @@ DEF_LD2(bf16, uint16_t)
     }                                                                          \
     out[0] = sg;                                                               \
     out[1] = sp;                                                               \
+  }
+
+/* centered (kern_impl.h) and bw_sums in one pass over a chunk: out[0] =
+ * sum(x - mu), out[1] = sum((x - mu)^2) computed exactly as centered does
+ * (the same four accumulators, merged in the same order, the same tails:
+ * the same bits, so the backward's moments stay the forward's; check_kern
+ * compares them with centered bit for bit), and beside them the sums of dy
+ * around the same mu for the two pieces the chunk is cut into at `cut`
+ * (0 <= cut <= n; a weight entry's run ends there): sums[0] = sum(dy),
+ * sums[1] = sum(dy (x - mu)) over [0, cut), sums[2], sums[3] over [cut,
+ * n). x is converted and centered once for both. */
+/* One step of 4 VW elements of bw_centered_sums at i: centered's, and
+ * with `dy_too` the dy sums' vector accumulators. In two halves, each
+ * accumulator updated as centered does (their order among each other does
+ * not change a bit), so that fewer values are live at once: the twelve
+ * accumulators and mu stay in the sixteen AVX2 registers. */
+#define BW_CENTERED_HALF(dt, dy_too, at, da, db, qa, qb)                       \
+  do {                                                                         \
+    vd va = ld_##dt(x + (at)) - mu, vb = ld_##dt(x + (at) + VW) - mu;          \
+    da += va;                                                                  \
+    db += vb;                                                                  \
+    qa = vfma(va, va, qa);                                                     \
+    qb = vfma(vb, vb, qb);                                                     \
+    if (dy_too) {                                                              \
+      vd ea, eb;                                                               \
+      ld2_##dt(dy + (at), &ea, &eb);                                           \
+      g += ea + eb;                                                            \
+      p0 = vfma(ea, va, p0);                                                   \
+      p1 = vfma(eb, vb, p1);                                                   \
+    }                                                                          \
+  } while (0)
+#define BW_CENTERED_STEP(dt, dy_too)                                           \
+  do {                                                                         \
+    BW_CENTERED_HALF(dt, dy_too, i, d0, d1, q0, q1);                           \
+    BW_CENTERED_HALF(dt, dy_too, i + 2 * VW, d2, d3, q2, q3);                  \
+  } while (0)
+/* dy's sums of elements [from, to) one by one, each into its piece. */
+#define BW_PIECES_SCALAR(dt, from, to)                                         \
+  for (size_t t = (from); t < (to); t++) {                                     \
+    double e = e_##dt(dy + t), v = e_##dt(x + t) - mu;                         \
+    size_t k = t < cut ? 0 : 2;                                                \
+    piece[k] += e;                                                             \
+    piece[k + 1] = sfma(e, v, piece[k + 1]);                                   \
+  }
+#define DEF_BW_CENTERED_SUMS(dt, T)                                            \
+  static void KFN(bw_centered_sums_##dt)(const void *xv, const void *dyv,      \
+                                         size_t n, double mu, size_t cut,      \
+                                         double out[2], double sums[4]) {      \
+    const T *x = xv, *dy = dyv;                                                \
+    vd d0 = {0}, d1 = {0}, d2 = {0}, d3 = {0};                                 \
+    vd q0 = {0}, q1 = {0}, q2 = {0}, q3 = {0};                                 \
+    vd g = {0}, p0 = {0}, p1 = {0};                                            \
+    double piece[4] = {0.0, 0.0, 0.0, 0.0};                                    \
+    size_t at = 0, cb = cut - cut % (4 * VW), i = 0;                           \
+    for (; i < cb && i + 4 * VW <= n; i += 4 * VW) /* the first piece */       \
+      BW_CENTERED_STEP(dt, 1);                                                 \
+    if (i == cb && i + 4 * VW <= n) { /* the step holding the cut */           \
+      piece[0] = hsum(g);                                                      \
+      piece[1] = hsum(p0 + p1);                                                \
+      g = p0 = p1 = (vd){0};                                                   \
+      at = 2;                                                                  \
+      if (cut != cb) { /* straddled: dy element by element */                \
+        BW_CENTERED_STEP(dt, 0);                                               \
+        BW_PIECES_SCALAR(dt, i, i + 4 * VW)                                    \
+        i += 4 * VW;                                                           \
+      }                                                                        \
+    }                                                                          \
+    for (; i + 4 * VW <= n; i += 4 * VW) /* the second */                      \
+      BW_CENTERED_STEP(dt, 1);                                                 \
+    piece[at] += hsum(g);                                                      \
+    piece[at + 1] += hsum(p0 + p1);                                            \
+    BW_PIECES_SCALAR(dt, i, n) /* dy's tail */                                 \
+    d0 += d2; /* from here on centered's tail */                               \
+    d1 += d3;                                                                  \
+    q0 += q2;                                                                  \
+    q1 += q3;                                                                  \
+    for (; i + VW <= n; i += VW) {                                             \
+      vd v = ld_##dt(x + i) - mu;                                              \
+      d0 += v;                                                                 \
+      q0 = vfma(v, v, q0);                                                     \
+    }                                                                          \
+    double dev = hsum(d0 + d1), sq = hsum(q0 + q1);                            \
+    for (; i < n; i++) {                                                       \
+      double v = e_##dt(x + i) - mu;                                           \
+      dev += v;                                                                \
+      sq = sfma(v, v, sq);                                                     \
+    }                                                                          \
+    out[0] = dev;                                                              \
+    out[1] = sq;                                                               \
+    memcpy(sums, piece, sizeof piece);                                         \
   }
 
 /* The sums of a row with a weight per element (w; NULL: 1), xhat =
@@ -215,6 +305,7 @@ KINLINE vd vfma_s(vd a, double b, vd c) { return vfma(a, splat_d(b), c); }
 
 #define DEF_BACKWARD(dt, T)                                                    \
   DEF_BW_SUMS(dt, T)                                                           \
+  DEF_BW_CENTERED_SUMS(dt, T)                                                  \
   DEF_BW_ROW_SUMS(dt, T)                                                       \
   DEF_BW_DX(dt, T)
 
@@ -376,6 +467,7 @@ static void KFN(bw_dx_bf16_f)(const void *xv, const void *dyv, void *dxv,
 
 /* The entries of the table (kern_impl.h's KERN_TABLE). */
 #define KERN_BACKWARD_ENTRIES                                                  \
-  .bw_sums = KVEC(bw_sums), .bw_row_sums = KVEC(bw_row_sums),                  \
+  .bw_sums = KVEC(bw_sums), .bw_centered_sums = KVEC(bw_centered_sums),       \
+  .bw_row_sums = KVEC(bw_row_sums),                                            \
   .bw_dx = {[NORM_F32] = KFN(bw_dx_f32), [NORM_F64] = KFN(bw_dx_f64),          \
             [NORM_F16] = KFN(bw_dx_f16), [NORM_BF16] = BW_DX_BF16},

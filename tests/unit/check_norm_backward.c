@@ -659,6 +659,25 @@ START_TEST(test_reference_long_groups) {
   c = bcase(K_INSTANCE, 3, SHAPE(2, 2, 1025));
   c.xt = NORM_F16;
   run_case(&c, NULL);
+  /* Weight-entry runs across the moments' 16 KiB chunks, where the sums
+   * are taken with the moments (around each chunk's own shift, moved to
+   * the mean after), also with |mean| >> std; and runs so short that the
+   * chunks hold several run ends (the sums pass then). */
+  for (int d = 0; d < 3; d++)
+    for (int far = 0; far < 2; far++) {
+      c = bcase(K_GROUP, 3, SHAPE(2, 4, 3000));
+      c.G = 2;
+      c.xt = c.dyt = c.dxt = (norm_dtype_t[]){NORM_F32, NORM_F64, NORM_BF16}[d];
+      if (far) c.lo = 1e3 - 1, c.hi = 1e3 + 1;
+      run_case(&c, NULL);
+      c = bcase(K_BATCH, 3, SHAPE(3, 2, 5000));
+      c.xt = c.dyt = c.dxt = (norm_dtype_t[]){NORM_F32, NORM_F64, NORM_BF16}[d];
+      if (far) c.lo = 1e3 - 1, c.hi = 1e3 + 1;
+      run_case(&c, NULL);
+    }
+  c = bcase(K_GROUP, 3, SHAPE(2, 4, 700));
+  c.xt = c.dyt = c.dxt = NORM_F32;
+  run_case(&c, NULL);
 }
 END_TEST
 
