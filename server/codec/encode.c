@@ -16,22 +16,7 @@ _Static_assert((int)TAIL_MAX_SEGMENTS <= (int)REPLY_MAX_PARTS,
 
 /* The longest text of one number: a shortest float64 ("-2.2250738585072014e-308")
  * or a quoted non-finite spelling, and the comma before it. */
-enum { NUMBER_TEXT_MAX = FMT_NUMBER_MAX + 2 };
-
-static int nonfinite_text(double v, char *out) {
-  const char *s = isnan(v) ? "\"NaN\"" : v > 0 ? "\"Infinity\"" : "\"-Infinity\"";
-  size_t n = strlen(s);
-  memcpy(out, s, n);
-  return (int)n;
-}
-
-static int float_text(float f, char *out) {
-  return isfinite(f) ? fmt_float(f, out) : nonfinite_text(f, out);
-}
-
-static int double_text(double d, char *out) {
-  return isfinite(d) ? fmt_double(d, out) : nonfinite_text(d, out);
-}
+enum { NUMBER_TEXT_MAX = FMT_ELEMENT_MAX };
 
 /* ---- half precision: one table of texts per format ------------------------
  * A float16 or bfloat16 value has 65536 bit patterns, so each one's text is
@@ -51,8 +36,10 @@ static uint16_t half_from_double(double v, norm_dtype_t dtype) {
 }
 
 static void half_text_find(double v, norm_dtype_t dtype, half_text_t *out) {
-  if (!isfinite(v)) {
-    out->len = (unsigned char)nonfinite_text(v, out->text);
+  if (!isfinite(v)) { /* fmt's spelling, quoted */
+    char text[FMT_ELEMENT_MAX];
+    out->len = (unsigned char)fmt_double_list(&v, 1, text);
+    memcpy(out->text, text, out->len);
     return;
   }
   uint16_t want = half_from_double(v, dtype);
@@ -80,7 +67,7 @@ static const half_text_t *half_texts(norm_dtype_t dtype) {
  * bytes); returns its length. */
 static int number_text(double v, norm_dtype_t dtype, char *out) {
   switch (dtype) {
-  case NORM_F64: return double_text(v, out);
+  case NORM_F64: return (int)fmt_double_list(&v, 1, out);
   case NORM_F16:
   case NORM_BF16: {
     const half_text_t *h = &half_texts(dtype)[half_from_double(v, dtype)];
@@ -90,7 +77,8 @@ static int number_text(double v, norm_dtype_t dtype, char *out) {
   default:
     /* a double past float's range (a float32 statistic such as var) is
      * infinite as a float: spelled as a string like any other infinity */
-    return float_text((float)v, out);
+    float f = (float)v;
+    return (int)fmt_float_list(&f, 1, out);
   }
 }
 
@@ -146,19 +134,20 @@ static size_t print_range(const numbers_t *what, size_t begin, size_t end, char 
     }
     return (size_t)(p - out);
   }
-  const half_text_t *halves =
-      t->dtype == NORM_F16 || t->dtype == NORM_BF16 ? half_texts(t->dtype) : NULL;
-  for (size_t i = begin; i < end; i++) {
-    if (i) *p++ = ',';
-    if (t->dtype == NORM_F32) {
-      p += float_text(((const float *)t->data)[i], p);
-    } else if (t->dtype == NORM_F64) {
-      p += double_text(((const double *)t->data)[i], p);
-    } else {
-      const half_text_t *h = &halves[((const uint16_t *)t->data)[i]];
-      memcpy(p, h->text, h->len);
-      p += h->len;
-    }
+  if (begin) *p++ = ',';
+  size_t n = end - begin;
+  if (t->dtype == NORM_F32)
+    return (size_t)(p - out) + fmt_float_list((const float *)t->data + begin, n, p);
+  if (t->dtype == NORM_F64)
+    return (size_t)(p - out) + fmt_double_list((const double *)t->data + begin, n, p);
+  const half_text_t *halves = half_texts(t->dtype);
+  const uint16_t *bits = (const uint16_t *)t->data + begin;
+  for (size_t i = 0; i < n; i++) {
+    const half_text_t *h = &halves[bits[i]];
+    *p = ',';
+    p += i != 0;
+    memcpy(p, h->text, h->len);
+    p += h->len;
   }
   return (size_t)(p - out);
 }

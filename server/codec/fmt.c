@@ -323,11 +323,10 @@ FMT__HOT int exponent_text(int e, char *p) {
   return 4 + hundreds;
 }
 
-/* The text of (neg ? -1 : 1) * d9 * 10^(exp - 8), d9 in [10^8, 10^9);
- * returns its length. */
-FMT__HOT int layout_float(int neg, uint32_t d9, int exp, char *buf) {
-  uint32_t c = d9 / 100000000u;
-  uint64_t w = digits8(d9, c);
+/* The text of (neg ? -1 : 1) * c.w * 10^exp: c the first digit (1..9), w
+ * the ones after it as byte values (the first in the lowest byte, zeros to
+ * the end); returns its length. */
+FMT__HOT int layout_float(int neg, uint32_t c, uint64_t w, int exp, char *buf) {
   /* the digits up to the last non-zero one: 1, or 2 + the index in w of
    * its last non-zero byte (bits 4..7 of every byte are 0) */
   int n = (67 - __builtin_clzll(w << 4 | 1)) / 8 + 1;
@@ -341,16 +340,18 @@ FMT__HOT int layout_float(int neg, uint32_t d9, int exp, char *buf) {
   if (k >= -3 && k < n) {
     /* "0." -k zeros c w (small), or c w with '.' over w's digit k - 1
      * and w stored again one place on, from that digit */
-    int small = k <= 0;
-    int at = small ? 2 - k : 0; /* where c goes */
-    int dot = small ? 1 : k;    /* where '.' goes */
+    /* products with small (0 or 1) rather than conditions: which of the
+     * two forms it is depends on the data, and a branch on it would
+     * guess wrong a third of the time on values around 1 */
+    int small = k <= 0, big = 1 - small;
+    int at = small * (2 - k);      /* where c goes */
+    int dot = k + small * (1 - k); /* where '.' goes */
     memcpy(p, "0.000000", 8);
     p[at] = (char)c;
     store8(p + at + 1, w);
     p[dot] = '.';
-    store8(p + at + dot + 1 - small,
-           w >> (small ? 0 : 8 * (k - 1))); /* small: at + 1 */
-    p += at + n + 1 - small;
+    store8(p + at + dot + big, w >> (big * 8 * (k - 1))); /* small: at + 1 */
+    p += at + n + big;
   } else if (k >= n && k <= 16) { /* an integer: the digits, then zeros */
     *p = (char)c;
     store8(p + 1, w);
@@ -451,16 +452,15 @@ __attribute__((noinline)) static int fmt_float_general(uint32_t bits,
         ryu(m | 1u << 23, (int)field - 127 - 23, m == 0 && field > 1, &exp10);
   int t = decimal_length(digits);
   assert(t <= 9); /* every float has a decimal of 9 digits */
-  return layout_float((int)(bits >> 31), (uint32_t)(digits * pow10_64[9 - t]),
-                      exp10 + t - 1, buf);
+  uint32_t d9 = (uint32_t)(digits * pow10_64[9 - t]), c = d9 / 100000000u;
+  return layout_float((int)(bits >> 31), c, digits8(d9, c), exp10 + t - 1,
+                      buf);
 }
 
-/* x * 2^q * 10^-k * 4 (x = 4c, 4c - 2, 4c + 2), truncated to an integer
- * and made odd when inexact (round to odd): compared with multiples of 2
- * it says exactly whether x * 2^q * 10^-k lies below, on or above them.
- * The truncation happens at bit 31 of the upper half of g * (x << h). */
-FMT__HOT uint64_t scaled_to_odd(uint64_t g, uint64_t x) {
-  uint64_t upper = mul_high(g, x);
+/* The scaled value (a 128-bit g * x, see below) truncated at bit 31 of its
+ * upper half and made odd when inexact (round to odd). */
+FMT__HOT uint64_t to_odd(fmt__u128 product) {
+  uint64_t upper = (uint64_t)(product >> 64);
   return upper >> 31 | ((upper & 0xFFFFFFFFu) + 0xFFFFFFFFu) >> 32;
 }
 
@@ -474,31 +474,59 @@ FMT__HOT uint64_t scaled_to_odd(uint64_t g, uint64_t x) {
  * the result (its trailing zeros are dropped later); otherwise the integer
  * nearest to v / 10^k, ties to even, which the interval (centred on v, at
  * least 1 unit wide) holds. That is the shortest decimal in the interval
- * and of those the nearest, ties to even: what ryu() finds. */
+ * and of those the nearest, ties to even: what ryu() finds.
+ *
+ * The value and the two bounds, x * 2^q * 10^-k * 4 for x = 4c and
+ * 4c -+ 2, are the upper half of g * (x << h) made odd when inexact:
+ * compared with multiples of 2 that says exactly whether x * 2^q * 10^-k
+ * lies below, on or above them.
+ *
+ * The digits: v / 10^k lies in [c, 10 c) with c in [2^23, 2^24), so the
+ * result has 7 to 9 digits, 9 only from 10^8 on (then the first is 1):
+ * its last 8 come from digits8(), and one leading zero byte among them
+ * says 7. */
+FMT__HOT int float_text(uint32_t bits, char *buf) {
+  uint32_t field = bits >> 23 & 0xFFu;
+  const float_scale_t *sc = &float_scale[field];
+  uint64_t c = (bits & 0x7FFFFFu) | 1u << 23, odd = c & 1; /* odd: bounds out */
+  uint64_t vb = to_odd((fmt__u128)sc->g * (c << 2 << sc->h));
+  uint64_t vbl = to_odd((fmt__u128)sc->g * (((c << 2) - 2) << sc->h));
+  uint64_t vbr = to_odd((fmt__u128)sc->g * (((c << 2) + 2) << sc->h));
+  uint64_t s = vb >> 2, s10 = s / 10 * 10; /* s < 10 c < 2^28 */
+  /* s10 if in, else s10 + 10 if in, else the nearest (up from s at 3/4,
+   * or at 1/2 when s is odd); masks, as the data decides */
+  uint64_t lower_in = 0 - (uint64_t)(vbl + odd <= s10 << 2);
+  uint64_t upper_in =
+      ~lower_in & (0 - (uint64_t)(((s10 + 10) << 2) + odd <= vbr));
+  uint64_t nearest = (vb + 1 + (s & 1)) >> 2;
+  uint64_t digits = (lower_in & s10) | (upper_in & (s10 + 10)) |
+                    (~(lower_in | upper_in) & nearest);
+  uint64_t nine = digits >= 100000000u; /* 9 digits, the first a 1 */
+  uint64_t w = digits8((uint32_t)digits - (uint32_t)nine * 100000000u, 0);
+  uint64_t seven = (w & 0xFF) == 0 && !nine; /* 7 digits: a leading zero */
+  /* the first digit and the ones after it, left aligned; masks rather
+   * than a branch on nine, which the data decides */
+  uint64_t is_nine = 0 - nine;
+  uint32_t first = (uint32_t)(nine | (~is_nine & (w >> 8 * seven) & 0xFF));
+  w = (is_nine & w) | (~is_nine & w >> (8 * seven + 8));
+  return layout_float((int)(bits >> 31), first, w,
+                      sc->k + 7 + (int)nine - (int)seven, buf);
+}
+
+/* Whether a float's bits take float_text(): normal, off binade
+ * boundaries. */
+static int float_shortcut(uint32_t bits) {
+  return (bits & 0x7FFFFFu) != 0 && ((bits >> 23 & 0xFFu) - 1) < 0xFEu;
+}
+
 int fmt_float(float f, char *buf) {
   uint32_t bits;
   memcpy(&bits, &f, sizeof bits);
   if ((bits & 0x7FFFFFFFu) - 1 >= 0x7F7FFFFFu) /* zero, infinite or NaN */
     return special(f, buf);
-  uint32_t field = bits >> 23 & 0xFFu, m = bits & 0x7FFFFFu;
-  if (m == 0 || field == 0) return fmt_float_general(bits, buf);
+  if (!float_shortcut(bits)) return fmt_float_general(bits, buf);
   tables_need();
-  const float_scale_t *sc = &float_scale[field];
-  uint64_t c = m | 1u << 23, odd = c & 1; /* odd: the bounds are excluded */
-  uint64_t vb = scaled_to_odd(sc->g, c << 2 << sc->h);
-  uint64_t vbl = scaled_to_odd(sc->g, ((c << 2) - 2) << sc->h);
-  uint64_t vbr = scaled_to_odd(sc->g, ((c << 2) + 2) << sc->h);
-  uint64_t s = vb >> 2, s10 = s / 10 * 10; /* s < 10 c < 2^28 */
-  uint64_t digits;
-  if (vbl + odd <= s10 << 2)
-    digits = s10;
-  else if (((s10 + 10) << 2) + odd <= vbr)
-    digits = s10 + 10;
-  else /* the nearest: up from s at 3/4, or at 1/2 when s is odd */
-    digits = (vb + 1 + (s & 1)) >> 2;
-  int t = decimal_length(digits);
-  return layout_float((int)(bits >> 31), (uint32_t)(digits * pow10_64[9 - t]),
-                      sc->k + t - 1, buf);
+  return float_text(bits, buf);
 }
 
 /* fmt_double() for the doubles its shortcut leaves: those at a binade
@@ -534,19 +562,12 @@ FMT__HOT uint64_t scaled_to_odd128(fmt__u128 g, uint64_t x) {
 
 /* fmt_float()'s shortcut for doubles c * 2^q (c of 53 bits), with g of
  * 128 bits: the same steps, the same result as ryu(). */
-int fmt_double(double d, char *buf) {
-  uint64_t bits;
-  memcpy(&bits, &d, sizeof bits);
-  if ((bits & 0x7FFFFFFFFFFFFFFFull) - 1 >=
-      0x7FEFFFFFFFFFFFFFull) /* 0, inf, NaN */
-    return special(d, buf);
+FMT__HOT int double_text(uint64_t bits, char *buf) {
   uint32_t field = (uint32_t)(bits >> 52 & 0x7FFu);
-  uint64_t m = bits & 0xFFFFFFFFFFFFFull;
-  if (m == 0 || field == 0) return fmt_double_general(bits, buf);
-  tables_need();
   int k = double_scale[field].k, h = double_scale[field].h;
   fmt__u128 g = double_g[k - DOUBLE_K_MIN];
-  uint64_t c = m | 1ull << 52, odd = c & 1; /* odd: the bounds are excluded */
+  uint64_t c = (bits & 0xFFFFFFFFFFFFFull) | 1ull << 52,
+           odd = c & 1; /* odd: the bounds are excluded */
   uint64_t vb = scaled_to_odd128(g, c << 2 << h);
   uint64_t vbl = scaled_to_odd128(g, ((c << 2) - 2) << h);
   uint64_t vbr = scaled_to_odd128(g, ((c << 2) + 2) << h);
@@ -561,4 +582,70 @@ int fmt_double(double d, char *buf) {
   int t = decimal_length(digits);
   return layout_double((int)(bits >> 63), digits * pow10_64[17 - t], k + t - 1,
                        buf);
+}
+
+/* Whether a double's bits take double_text(): normal, off binade
+ * boundaries. */
+static int double_shortcut(uint64_t bits) {
+  return (bits & 0xFFFFFFFFFFFFFull) != 0 &&
+         ((bits >> 52 & 0x7FFu) - 1) < 0x7FEu;
+}
+
+int fmt_double(double d, char *buf) {
+  uint64_t bits;
+  memcpy(&bits, &d, sizeof bits);
+  if ((bits & 0x7FFFFFFFFFFFFFFFull) - 1 >=
+      0x7FEFFFFFFFFFFFFFull) /* 0, inf, NaN */
+    return special(d, buf);
+  if (!double_shortcut(bits)) return fmt_double_general(bits, buf);
+  tables_need();
+  return double_text(bits, buf);
+}
+
+/* ---- JSON arrays --------------------------------------------------------- */
+
+/* A JSON array element: fmt_float's / fmt_double's text, or a non-finite
+ * value's spelling as a string. Out of line: the lists' rare values. */
+__attribute__((noinline)) static int element_text(double v, int is_float,
+                                                  char *out) {
+  if (isfinite(v)) return is_float ? fmt_float((float)v, out) : fmt_double(v, out);
+  const char *s = isnan(v) ? "\"NaN\"" : v > 0 ? "\"Infinity\"" : "\"-Infinity\"";
+  size_t n = strlen(s);
+  memcpy(out, s, n);
+  return (int)n;
+}
+
+/* The loops keep the shortcut inline, with the tables checked once per
+ * list: a call per number and its register saves were a fifth of the
+ * time of a number's text. */
+size_t fmt_float_list(const float *v, size_t n, char *out) {
+  tables_need();
+  char *p = out;
+  for (size_t i = 0; i < n; i++) {
+    uint32_t bits;
+    memcpy(&bits, &v[i], sizeof bits);
+    *p = ',';
+    p += i != 0;
+    if (float_shortcut(bits))
+      p += float_text(bits, p);
+    else
+      p += element_text(v[i], 1, p);
+  }
+  return (size_t)(p - out);
+}
+
+size_t fmt_double_list(const double *v, size_t n, char *out) {
+  tables_need();
+  char *p = out;
+  for (size_t i = 0; i < n; i++) {
+    uint64_t bits;
+    memcpy(&bits, &v[i], sizeof bits);
+    *p = ',';
+    p += i != 0;
+    if (double_shortcut(bits))
+      p += double_text(bits, p);
+    else
+      p += element_text(v[i], 0, p);
+  }
+  return (size_t)(p - out);
 }

@@ -22,6 +22,18 @@ int fmt_float(float f, char *buf);
 /* The same for doubles: strtod(s) == d bit for bit. */
 int fmt_double(double d, char *buf);
 
+/* The room one element of a list below may need: a text, or a quoted
+ * non-finite spelling, and the ',' before it. */
+#define FMT_ELEMENT_MAX (FMT_NUMBER_MAX + 2)
+
+/* The elements of a JSON array: the texts of v[0..n) (fmt_float's,
+ * fmt_double's) separated by ',', non-finite values as the strings
+ * "NaN", "Infinity", "-Infinity" (quoted), into out, which has room for
+ * n * FMT_ELEMENT_MAX bytes (stores reach past the text, within that);
+ * no NUL. Returns the bytes written. Thread-safe, no malloc. */
+size_t fmt_float_list(const float *v, size_t n, char *out);
+size_t fmt_double_list(const double *v, size_t n, char *out);
+
 /* Parses one JSON number (RFC 8259: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?)
  * starting at s, reading at most len bytes (no NUL needed), and returns the
  * length of the longest prefix of s that is a number: "01" -> 1 (the "0"),

@@ -566,6 +566,84 @@ START_TEST(test_nonfinite) {
 }
 END_TEST
 
+/* fmt_float_list / fmt_double_list: the single texts joined with ',',
+ * non-finite values quoted, for random bit patterns and the values off the
+ * lists' shortcut (zeros, subnormals, binade boundaries, infinities, NaN),
+ * into a buffer of exactly n * FMT_ELEMENT_MAX bytes (ASan sees a store
+ * past it); lists of every length up to 40 and one of 4096. */
+static void expect_joined(const char *got, size_t got_len, const char *want,
+                          size_t want_len, const char *what, size_t n) {
+  ck_assert_msg(got_len == want_len && memcmp(got, want, got_len) == 0,
+                "%s of %zu: \"%.*s\", want \"%.*s\"", what, n,
+                (int)(got_len < 200 ? got_len : 200), got,
+                (int)(want_len < 200 ? want_len : 200), want);
+}
+
+static size_t joined_ref(const double *v, size_t n, int is_float,
+                         char *out) {
+  char *p = out;
+  for (size_t i = 0; i < n; i++) {
+    if (i) *p++ = ',';
+    if (isnan(v[i]))
+      p += sprintf(p, "\"NaN\"");
+    else if (isinf(v[i]))
+      p += sprintf(p, v[i] > 0 ? "\"Infinity\"" : "\"-Infinity\"");
+    else
+      p += is_float ? fmt_float((float)v[i], p) : fmt_double(v[i], p);
+  }
+  return (size_t)(p - out);
+}
+
+START_TEST(test_lists) {
+  enum { LONG = 4096 };
+  static const uint32_t float_odd[] = {
+      0x00000000u, 0x80000000u, 0x00000001u, 0x807FFFFFu, 0x00800000u,
+      0x3F800000u, 0xC0000000u, 0x7F7FFFFFu, 0x7F800000u, 0xFF800000u,
+      0x7FC00000u, 0xFFC00001u, 0x4B000000u, 0x3DCCCCCDu};
+  static const uint64_t double_odd[] = {
+      0x0000000000000000ull, 0x8000000000000000ull, 0x0000000000000001ull,
+      0x800FFFFFFFFFFFFFull, 0x0010000000000000ull, 0x3FF0000000000000ull,
+      0x7FEFFFFFFFFFFFFFull, 0x7FF0000000000000ull, 0xFFF0000000000000ull,
+      0x7FF8000000000000ull, 0x3FB999999999999Aull, 0x4330000000000000ull};
+  float *f = malloc(LONG * sizeof *f);
+  double *d = malloc(LONG * sizeof *d), *as_double = malloc(LONG * sizeof *d);
+  char *want = malloc(LONG * FMT_ELEMENT_MAX);
+  uint64_t seed = 0x9E3779B97F4A7C15ull;
+  for (size_t round = 0; round < 300; round++) {
+    size_t n = round < 41 ? round : LONG;
+    for (size_t i = 0; i < n; i++) {
+      seed ^= seed << 13;
+      seed ^= seed >> 7;
+      seed ^= seed << 17;
+      uint32_t fb = (uint32_t)(seed >> 32);
+      uint64_t db = seed;
+      if (seed % 5 == 0) { /* a value off the shortcut, or near 1 */
+        fb = float_odd[seed / 5 % (sizeof float_odd / sizeof float_odd[0])];
+        db = double_odd[seed / 5 % (sizeof double_odd / sizeof double_odd[0])];
+      } else if (seed % 5 == 1) {
+        fb = (fb & 0x807FFFFFu) | (uint32_t)(120 + seed / 5 % 12) << 23;
+        db = (db & 0x800FFFFFFFFFFFFFull) | (1017 + seed / 5 % 12) << 52;
+      }
+      memcpy(&f[i], &fb, sizeof fb);
+      memcpy(&d[i], &db, sizeof db);
+      as_double[i] = f[i];
+    }
+    char *got = malloc(n * FMT_ELEMENT_MAX + !n);
+    expect_joined(got, fmt_float_list(f, n, got), want,
+                  joined_ref(as_double, n, 1, want), "fmt_float_list", n);
+    free(got);
+    got = malloc(n * FMT_ELEMENT_MAX + !n);
+    expect_joined(got, fmt_double_list(d, n, got), want,
+                  joined_ref(d, n, 0, want), "fmt_double_list", n);
+    free(got);
+  }
+  free(f);
+  free(d);
+  free(as_double);
+  free(want);
+}
+END_TEST
+
 /* strtof sets errno to ERANGE on denormals; fmt must not leak that. */
 START_TEST(test_errno_untouched) {
   char buf[FMT_NUMBER_MAX];
@@ -1318,6 +1396,7 @@ Suite *fmt_suite(void) {
   tcase_add_test(tc, test_layout);
   tcase_add_test(tc, test_longest);
   tcase_add_test(tc, test_nonfinite);
+  tcase_add_test(tc, test_lists);
   tcase_add_test(tc, test_errno_untouched);
   tcase_add_test(tc, test_locale_independent);
   suite_add_tcase(s, tc);
