@@ -67,6 +67,7 @@ typedef struct {
   uint64_t in_bytes_sum, out_bytes_sum;
   int64_t inflight;
   int64_t queue_depth;
+  int64_t jobs;
   uint64_t elements[NKINDS];
 } state_t;
 
@@ -144,6 +145,12 @@ void metrics_inflight_add(int delta) {
 void metrics_queue_depth_set(int64_t depth) {
   pthread_mutex_lock(&lock);
   state.queue_depth = depth;
+  pthread_mutex_unlock(&lock);
+}
+
+void metrics_jobs_add(int delta) {
+  pthread_mutex_lock(&lock);
+  state.jobs += delta;
   pthread_mutex_unlock(&lock);
 }
 
@@ -413,6 +420,10 @@ char *metrics_render(void) {
   buf_printf(&b, "normd_inflight_requests %" PRId64 "\n", snap->inflight);
   family(&b, "normd_queue_depth", "gauge", "Jobs waiting for a worker thread.");
   buf_printf(&b, "normd_queue_depth %" PRId64 "\n", snap->queue_depth);
+  family(&b, "normd_jobs_inflight", "gauge",
+         "Compute jobs holding one of max_inflight slots: queued, running, or "
+         "computed where they arrived.");
+  buf_printf(&b, "normd_jobs_inflight %" PRId64 "\n", snap->jobs);
 
   family(&b, "normd_elements_normalized_total", "counter",
          "Tensor elements normalized, by kind of normalization.");

@@ -25,10 +25,13 @@ void metrics_observe_request(size_t route, int status, double seconds,
  * "batch", "group", "instance", "moments" (others are ignored). */
 void metrics_add_elements(const char *kind, uint64_t n);
 
-/* Gauges: normd_inflight_requests (accepted, not yet answered) and
- * normd_queue_depth (jobs waiting for a worker). */
+/* Gauges: normd_inflight_requests (accepted, not yet answered: a request
+ * counts from its headers on, before its body is in), normd_queue_depth
+ * (jobs waiting for a worker) and normd_jobs_inflight (the slots
+ * max_inflight bounds: pool.c's reserved jobs, inline ones included). */
 void metrics_inflight_add(int delta);
 void metrics_queue_depth_set(int64_t depth);
+void metrics_jobs_add(int delta);
 
 /* The whole exposition as a malloc'd NUL-terminated string (caller frees),
  * including process_cpu_seconds_total, process_resident_memory_bytes,

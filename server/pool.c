@@ -33,7 +33,7 @@ static void after_work_cb(uv_work_t *w, int status) {
   pool_t *p = job->pool;
   /* the slot is free before the answer goes out, so a client that sends
    * its next request on receipt never finds its own job still counted */
-  atomic_fetch_sub(&p->inflight, 1);
+  pool_release(p);
   job->done(job); /* may free job */
 }
 
@@ -97,10 +97,14 @@ int pool_try_reserve(pool_t *p) {
     atomic_fetch_sub(&p->inflight, 1);
     return -1;
   }
+  metrics_jobs_add(1);
   return 0;
 }
 
-void pool_release(pool_t *p) { atomic_fetch_sub(&p->inflight, 1); }
+void pool_release(pool_t *p) {
+  atomic_fetch_sub(&p->inflight, 1);
+  metrics_jobs_add(-1);
+}
 
 void pool_submit(pool_t *p, pool_job_t *job) {
   job->pool = p;

@@ -209,11 +209,10 @@ def test_overloaded_is_protocol_shaped(make_daemon):
     t = threading.Thread(target=occupy, daemon=True)
     t.start()
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        if "normd_inflight_requests 2" in d.get("/metrics").body.decode():
+    while time.monotonic() < deadline:  # the simulation holds the slot
+        if "normd_jobs_inflight 1" in d.get("/metrics").body.decode():
             break
         time.sleep(0.01)
-    time.sleep(0.05)
     r = raw(d, b"POST " + INFER.encode() + b" HTTP/1.1\r\nHost: x\r\n"
             b"Content-Type: application/json\r\nContent-Length: 50000\r\n\r\n")
     t.join(timeout=60)

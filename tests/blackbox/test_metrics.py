@@ -98,6 +98,7 @@ def test_build_info_and_process_metrics(busy):
     assert sample(s, "process_start_time_seconds") > 1.5e9
     assert sample(s, "normd_inflight_requests") is not None
     assert sample(s, "normd_queue_depth") == 0
+    assert sample(s, "normd_jobs_inflight") == 0
 
 
 def test_metrics_head(busy):

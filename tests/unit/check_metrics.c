@@ -246,6 +246,8 @@ START_TEST(test_gauges_and_elements) {
   metrics_inflight_add(-1);
   metrics_queue_depth_set(7);
   metrics_queue_depth_set(5);
+  metrics_jobs_add(5);
+  metrics_jobs_add(-1);
   metrics_add_elements("layer", 1000);
   metrics_add_elements("layer", 24);
   metrics_add_elements("rms", 5);
@@ -256,6 +258,7 @@ START_TEST(test_gauges_and_elements) {
   char *text = render();
   ck_assert(value_of(text, "normd_inflight_requests") == 2);
   ck_assert(value_of(text, "normd_queue_depth") == 5);
+  ck_assert(value_of(text, "normd_jobs_inflight") == 4);
   ck_assert(value_of(text, "normd_elements_normalized_total{kind=\"layer\"}") ==
             1024);
   ck_assert(value_of(text, "normd_elements_normalized_total{kind=\"rms\"}") ==
