@@ -549,6 +549,18 @@ int fmt_parse_nonfinite(const char *s, double *out) {
   return 1;
 }
 
+/* -v when neg, by flipping the sign bit: a branch on the sign is
+ * mispredicted on about every other number of random data (cachegrind's
+ * branch simulation on a %.6f N(0,1) array: 0.98 misses per number with
+ * the branch, 0.48 without, the same instructions). */
+FMT__HOT double with_sign(double v, int neg) {
+  uint64_t b;
+  memcpy(&b, &v, sizeof b);
+  b ^= (uint64_t)neg << 63;
+  memcpy(&v, &b, sizeof b);
+  return v;
+}
+
 size_t fmt_parse_double(const char *s, size_t len, double *out) {
   scan_t d;
   size_t n = scan_number(s, len, &d);
@@ -556,7 +568,7 @@ size_t fmt_parse_double(const char *s, size_t len, double *out) {
   double v;
   uint64_t bits;
   if (clinger(&d, &v)) {
-    *out = d.neg ? -v : v;
+    *out = with_sign(v, d.neg);
     return n;
   }
   pthread_once(&parse_tables_once, parse_tables_init);
@@ -579,7 +591,7 @@ size_t fmt_parse_float(const char *s, size_t len, float *out) {
    * again could differ (Figueroa's theorem, 53 >= 2 * 24 + 2, makes every
    * w <= 2^24, |q| <= 10 safe; the check lets the others through too). */
   if (clinger(&d, &v) && fmt_float_from_double_exact(v)) {
-    *out = (float)(d.neg ? -v : v);
+    *out = (float)with_sign(v, d.neg);
     return n;
   }
   pthread_once(&parse_tables_once, parse_tables_init);
