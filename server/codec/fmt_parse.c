@@ -72,12 +72,12 @@ FMT__HOT int leading_digits8(uint64_t v) {
   return bad ? __builtin_ctzll(bad) / 8 : 8;
 }
 
-/* The value of the first n (1..8) digit bytes of v. */
+/* The value of the first n (0..8) digit bytes of v. */
 FMT__HOT uint32_t leading_value8(uint64_t v, int n) {
   /* Digits to values (a borrow out of a later non-digit byte only spoils
    * the bytes after it), then those n to the top: the bytes shifted in
-   * below them are leading zeros. */
-  v = (v - BYTES_OF('0')) << (8 * (8 - n));
+   * below them are leading zeros (two shifts: n = 0 shifts by 64). */
+  v = (v - BYTES_OF('0')) << (4 * (8 - n)) << (4 * (8 - n));
   /* byte 2j becomes 10 * d(2j) + d(2j+1) (< 100: no carry) */
   v = v * 10 + (v >> 8);
   /* the four pairs p0..p3 sit in bytes 0, 2, 4, 6; multiplying p0 and p2
@@ -90,13 +90,14 @@ FMT__HOT uint32_t leading_value8(uint64_t v, int n) {
                     32);
 }
 
+static const uint32_t pow10_u32[9] = {
+    1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000};
+
 /* Appends the digits at p to w, up to W_DIGITS in all (*nd counts them),
  * and returns the end of the run of digits; *extra counts the digits past
  * W_DIGITS and *truncated says whether one of them was not 0. */
 FMT__HOT const char *scan_digits(const char *p, const char *end, uint64_t *w,
                                  int *nd, int64_t *extra, int *truncated) {
-  static const uint32_t pow10_u32[9] = {
-      1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000};
   while (end - p >= 8) {
     uint64_t v = load8(p);
     int n = leading_digits8(v);
@@ -120,9 +121,24 @@ FMT__HOT const char *scan_digits(const char *p, const char *end, uint64_t *w,
   return p;
 }
 
-/* The length of the longest prefix of s[0, len) in JSON number syntax (0 if
- * none), and its w, q, sign. */
-FMT__HOT size_t scan_number(const char *s, size_t len, scan_t *out) {
+/* The exponent part at p ("e" or "E", a sign, digits) added to *q: past
+ * it, or p when there is none (a lone "e" is not part of the number). */
+FMT__HOT const char *scan_exponent(const char *p, const char *end, int64_t *q) {
+  if (end - p < 2 || (*p | 0x20) != 'e') return p; /* 'e' or 'E' */
+  const char *e = p + 1;
+  int exp_neg = 0;
+  if (*e == '+' || *e == '-') exp_neg = *e++ == '-';
+  if (e == end || !is_digit(*e)) return p;
+  int64_t x = 0;
+  for (; e < end && is_digit(*e); e++)
+    if (x < EXP_CAP) x = x * 10 + (*e - '0');
+  *q += exp_neg ? -x : x;
+  return e;
+}
+
+/* scan_number for any number of digits: w keeps the first W_DIGITS
+ * significant ones (leading zeros are not), `truncated` notes the rest. */
+static size_t scan_number_long(const char *s, size_t len, scan_t *out) {
   const char *p = s, *end = s + len;
   uint64_t w = 0;
   int64_t q = 0, extra = 0;
@@ -147,19 +163,53 @@ FMT__HOT size_t scan_number(const char *s, size_t len, scan_t *out) {
     q -= nd - before; /* fraction digits kept in w scale it down (those
                        * dropped do not: extra is not used again) */
   }
-  if (end - p >= 2 && (*p | 0x20) == 'e') { /* 'e' or 'E' */
-    const char *e = p + 1;
-    int exp_neg = 0;
-    if (*e == '+' || *e == '-') exp_neg = *e++ == '-';
-    if (e < end && is_digit(*e)) {
-      int64_t x = 0;
-      for (; e < end && is_digit(*e); e++)
-        if (x < EXP_CAP) x = x * 10 + (*e - '0');
-      q += exp_neg ? -x : x;
-      p = e;
-    }
-  }
+  p = scan_exponent(p, end, &q);
   *out = (scan_t){.w = w, .q = q, .neg = neg, .truncated = truncated};
+  return (size_t)(p - s);
+}
+
+/* The length of the longest prefix of s[0, len) in JSON number syntax (0 if
+ * none), and its w, q, sign.
+ *
+ * Shaped like fast_float's parse_number_string (fast_float,
+ * include/fast_float/ascii_number.h; Lemire, "Number Parsing at a Gigabyte
+ * per Second", 2021, section 5), for the common text of at most W_DIGITS
+ * digits: the integer part a byte at a time (it is short in tensor data),
+ * the fraction eight bytes at once (leading_digits8: its run of digits
+ * ends in the first word for most texts), then the exponent; w simply takes every digit, leading
+ * zeros included (they add nothing to it), with no count per digit. A text
+ * with more digits (leading zeros counted) than fit w goes to
+ * scan_number_long, which drops the zeros and the digits past W_DIGITS. */
+FMT__HOT size_t scan_number(const char *s, size_t len, scan_t *out) {
+  const char *p = s, *end = s + len;
+  int neg = p < end && *p == '-';
+  p += neg;
+  const char *int_start = p;
+  uint64_t w = 0;
+  while (p < end && is_digit(*p)) w = w * 10 + (uint64_t)(*p++ - '0');
+  if (p == int_start) return 0;
+  if (p - int_start > 1 && *int_start == '0') { /* "01" is "0", then "1" */
+    p = int_start + 1;
+    w = 0;
+  }
+  int64_t nd = p - int_start, q = 0;
+  if (end - p >= 2 && *p == '.' && is_digit(p[1])) {
+    const char *frac_start = ++p;
+    int n = 8;
+    while (n == 8 && end - p >= 8) { /* w wraps past W_DIGITS: then unused */
+      uint64_t v = load8(p);
+      n = leading_digits8(v);
+      w = w * pow10_u32[n] + leading_value8(v, n);
+      p += n;
+    }
+    if (n == 8) /* the last bytes of the text */
+      while (p < end && is_digit(*p)) w = w * 10 + (uint64_t)(*p++ - '0');
+    q = frac_start - p;
+    nd += p - frac_start;
+  }
+  if (nd > W_DIGITS) return scan_number_long(s, len, out);
+  p = scan_exponent(p, end, &q);
+  *out = (scan_t){.w = w, .q = q, .neg = neg, .truncated = 0};
   return (size_t)(p - s);
 }
 
