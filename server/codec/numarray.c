@@ -301,30 +301,40 @@ static scan_result_t scan_piece(piece_t *pc) {
   const char *p = pc->begin, *end = pc->end;
   int opens = 0, closes = 0;
 value:
-  p = skip_ws(p, end);
+  if (p < end && is_ws(*p)) p = skip_ws(p, end);
   if (p >= end) return SCAN_REJECTED;
   if (*p == '[') {
     if (++opens > NORM_MAX_RANK) return SCAN_REJECTED;
     p++;
     goto value;
   }
-  double d;
-  size_t n;
-  if (*p == '"') {
-    n = nonfinite_len(p, end, &d);
-  } else {
-    n = fmt_parse_double(p, (size_t)(end - p), &d);
-    if (n > 0 && isinf(d)) return SCAN_REJECTED; /* as scan_array */
-  }
-  if (n == 0 || pc->count == pc->leaves) return SCAN_REJECTED;
-  p += n;
+  if (pc->count == pc->leaves) return SCAN_REJECTED;
   if (pc->count == 0) pc->head_opens = opens;
   else if (opens != closes) return SCAN_REJECTED; /* leaves at two depths */
   else if (closes > 0 && push_gap(pc, pc->count, closes) != 0) return SCAN_OOM;
-  pc->values[pc->count++] = d;
   opens = closes = 0;
+  if (*p == '"') {
+    double d;
+    size_t n = nonfinite_len(p, end, &d);
+    if (n == 0) return SCAN_REJECTED;
+    p += n;
+    pc->values[pc->count++] = d;
+  } else { /* a run of numbers, as scan_array's */
+    size_t count = pc->count;
+    for (;;) {
+      size_t n = fmt_parse_double(p, (size_t)(end - p), &pc->values[count]);
+      if (n == 0 || isinf(pc->values[count])) return SCAN_REJECTED; /* as scan_array */
+      count++;
+      p += n;
+      if (end - p < 2 || p[0] != ',' || !(is_digit(p[1]) || p[1] == '-') ||
+          count == pc->leaves)
+        break;
+      p++;
+    }
+    pc->count = count;
+  }
 after_value:
-  p = skip_ws(p, end);
+  if (p < end && is_ws(*p)) p = skip_ws(p, end);
   if (p >= end) {
     pc->tail_closes = closes;
     return pc->count == pc->leaves ? SCAN_OK : SCAN_REJECTED;
