@@ -12,6 +12,7 @@
 #include <float.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -137,8 +138,9 @@ FMT__HOT const char *scan_exponent(const char *p, const char *end, int64_t *q) {
 }
 
 /* scan_number for any number of digits: w keeps the first W_DIGITS
- * significant ones (leading zeros are not), `truncated` notes the rest. */
-static size_t scan_number_long(const char *s, size_t len, scan_t *out) {
+ * significant ones (leading zeros are not), `truncated` notes the rest.
+ * Out of line, as parse_double_rest, to keep the common path lean. */
+static __attribute__((noinline)) size_t scan_number_long(const char *s, size_t len, scan_t *out) {
   const char *p = s, *end = s + len;
   uint64_t w = 0;
   int64_t q = 0, extra = 0;
@@ -178,8 +180,10 @@ static size_t scan_number_long(const char *s, size_t len, scan_t *out) {
  * the fraction eight bytes at once (leading_digits8: its run of digits
  * ends in the first word for most texts), then the exponent; w simply takes every digit, leading
  * zeros included (they add nothing to it), with no count per digit. A text
- * with more digits (leading zeros counted) than fit w goes to
- * scan_number_long, which drops the zeros and the digits past W_DIGITS. */
+ * with more digits (leading zeros counted) than fit w returns SCAN_LONG,
+ * for scan_number_long, which drops the zeros and the digits past W_DIGITS
+ * (scan_any does both). */
+#define SCAN_LONG ((size_t)-1)
 FMT__HOT size_t scan_number(const char *s, size_t len, scan_t *out) {
   const char *p = s, *end = s + len;
   int neg = p < end && *p == '-';
@@ -207,10 +211,16 @@ FMT__HOT size_t scan_number(const char *s, size_t len, scan_t *out) {
     q = frac_start - p;
     nd += p - frac_start;
   }
-  if (nd > W_DIGITS) return scan_number_long(s, len, out);
+  if (nd > W_DIGITS) return SCAN_LONG;
   p = scan_exponent(p, end, &q);
   *out = (scan_t){.w = w, .q = q, .neg = neg, .truncated = 0};
   return (size_t)(p - s);
+}
+
+/* scan_number for any text. */
+static size_t scan_any(const char *s, size_t len, scan_t *out) {
+  size_t n = scan_number(s, len, out);
+  return n == SCAN_LONG ? scan_number_long(s, len, out) : n;
 }
 
 /* ---- parsing: Eisel-Lemire ----------------------------------------------- */
@@ -227,6 +237,9 @@ FMT__HOT size_t scan_number(const char *s, size_t len, scan_t *out) {
 static fmt__u128 pow5_128[POW10_COUNT];
 static int16_t pow5_128_exp2[POW10_COUNT];
 static pthread_once_t parse_tables_once = PTHREAD_ONCE_INIT;
+/* Set (release) once the tables are whole: a number past Clinger's path
+ * then reads it (acquire) instead of calling pthread_once each time. */
+static atomic_int parse_tables_done;
 
 static void parse_tables_init(void) {
   fmt__big_t p = {{1}}; /* 5^k */
@@ -244,6 +257,12 @@ static void parse_tables_init(void) {
     }
     fmt__big_mul_small(&p, 5);
   }
+}
+
+static void parse_tables_ready(void) {
+  if (atomic_load_explicit(&parse_tables_done, memory_order_acquire)) return;
+  pthread_once(&parse_tables_once, parse_tables_init);
+  atomic_store_explicit(&parse_tables_done, 1, memory_order_release);
 }
 
 /* An IEEE binary format, and where w * 10^q (w < 2^64) surely rounds to 0
@@ -371,7 +390,8 @@ FMT__HOT int clinger(const scan_t *d, double *out) {
   static const double exact_pow10[23] = {
       1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
       1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
-  if (d->truncated || d->w > CLINGER_W_MAX || d->q < -22 || d->q > 22) return 0;
+  /* -22 <= q <= 22 as one unsigned compare */
+  if (d->truncated || d->w > CLINGER_W_MAX || (uint64_t)(d->q + 22) > 44) return 0;
   double x = (double)d->w;
   *out = d->q < 0 ? x / exact_pow10[-d->q] : x * exact_pow10[d->q];
   return 1;
@@ -611,17 +631,18 @@ FMT__HOT double with_sign(double v, int neg) {
   return v;
 }
 
-size_t fmt_parse_double(const char *s, size_t len, double *out) {
-  scan_t d;
-  size_t n = scan_number(s, len, &d);
-  if (n == 0) return 0;
-  double v;
+/* fmt_parse_double past Clinger's fast path: w * 10^q (a text of at most
+ * W_DIGITS digits, none dropped), the n bytes at s. Out of line and
+ * reached by tail calls with the scan in registers, so that the fast path,
+ * the one most tensor text takes, keeps nothing across a call and saves
+ * no registers (cachegrind: 17 instructions of prologue and epilogue per
+ * number with these inline). */
+static __attribute__((noinline)) size_t parse_double_rest(const char *s, size_t n,
+                                                          double *out, uint64_t w,
+                                                          int64_t q, int neg) {
+  const scan_t d = {.w = w, .q = q, .neg = neg, .truncated = 0};
   uint64_t bits;
-  if (clinger(&d, &v)) {
-    *out = with_sign(v, d.neg);
-    return n;
-  }
-  pthread_once(&parse_tables_once, parse_tables_init);
+  parse_tables_ready();
   if (!decimal_to_binary(&d, &binary64, &bits)) {
     *out = slow_double(s, n);
     return n;
@@ -631,9 +652,43 @@ size_t fmt_parse_double(const char *s, size_t len, double *out) {
   return n;
 }
 
-size_t fmt_parse_float(const char *s, size_t len, float *out) {
+/* fmt_parse_double for a text of more than W_DIGITS digits (leading zeros
+ * counted). */
+static __attribute__((noinline)) size_t parse_double_long(const char *s, size_t len,
+                                                          double *out) {
+  scan_t d;
+  size_t n = scan_number_long(s, len, &d);
+  if (n == 0) return 0;
+  double v;
+  uint64_t bits;
+  if (clinger(&d, &v)) {
+    *out = with_sign(v, d.neg);
+    return n;
+  }
+  parse_tables_ready();
+  if (!decimal_to_binary(&d, &binary64, &bits)) {
+    *out = slow_double(s, n);
+    return n;
+  }
+  bits |= (uint64_t)d.neg << 63;
+  memcpy(out, &bits, sizeof bits);
+  return n;
+}
+
+size_t fmt_parse_double(const char *s, size_t len, double *out) {
   scan_t d;
   size_t n = scan_number(s, len, &d);
+  if (n == SCAN_LONG) return parse_double_long(s, len, out);
+  if (n == 0) return 0;
+  double v;
+  if (!clinger(&d, &v)) return parse_double_rest(s, n, out, d.w, d.q, d.neg);
+  *out = with_sign(v, d.neg);
+  return n;
+}
+
+size_t fmt_parse_float(const char *s, size_t len, float *out) {
+  scan_t d;
+  size_t n = scan_any(s, len, &d);
   if (n == 0) return 0;
   double v;
   uint64_t bits;
@@ -644,7 +699,7 @@ size_t fmt_parse_float(const char *s, size_t len, float *out) {
     *out = (float)with_sign(v, d.neg);
     return n;
   }
-  pthread_once(&parse_tables_once, parse_tables_init);
+  parse_tables_ready();
   if (!decimal_to_binary(&d, &binary32, &bits)) {
     *out = slow_float(s, n);
     return n;

@@ -38,6 +38,12 @@ static const char *const top_tensor_keys[] = {"mean", "var"};
 static int is_ws(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
 static int is_digit(char c) { return c >= '0' && c <= '9'; }
 
+/* Might c start a number: '-' (0x2d) or a digit (0x30..0x39), one compare
+ * (a branch on "digit or '-'" is mispredicted on every other number of
+ * signed data); '.' and '/' in between pass too, and fmt_parse_double then
+ * refuses them, as the general path would. */
+static int number_start(char c) { return (unsigned char)(c - '-') <= '9' - '-'; }
+
 static const char *skip_ws(const char *p, const char *end) {
   while (p < end && is_ws(*p)) p++;
   return p;
@@ -208,7 +214,7 @@ value:
       }
       len++;
       p += n;
-      if (end - p < 2 || p[0] != ',' || !(is_digit(p[1]) || p[1] == '-')) break;
+      if (end - p < 2 || p[0] != ',' || !number_start(p[1])) break;
       p++;
     }
     open_count[depth - 1] += (int64_t)(len - run_start);
@@ -326,8 +332,7 @@ value:
       if (n == 0 || isinf(pc->values[count])) return SCAN_REJECTED; /* as scan_array */
       count++;
       p += n;
-      if (end - p < 2 || p[0] != ',' || !(is_digit(p[1]) || p[1] == '-') ||
-          count == pc->leaves)
+      if (end - p < 2 || p[0] != ',' || !number_start(p[1]) || count == pc->leaves)
         break;
       p++;
     }
