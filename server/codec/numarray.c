@@ -15,6 +15,7 @@
 
 #include "cpool.h"
 #include "fmt.h"
+#include "fmt_scan.h" /* fmt_parse_double inline: a call per number costs */
 
 /* A placeholder is a string: `mark_len` characters \x01 (each written as
  * the escape \u0001 in the skeleton), then the array's index in decimal.
@@ -205,7 +206,7 @@ value:
         cap = vals->cap;
         v = vals->v;
       }
-      size_t n = fmt_parse_double(p, (size_t)(end - p), &v[len]);
+      size_t n = fmt__parse_double_hot(p, (size_t)(end - p), &v[len]);
       /* Text past float64's range: jansson refuses the document, and
        * says where (decode_json_root). */
       if (n == 0 || isinf(v[len])) {
@@ -328,7 +329,7 @@ value:
   } else { /* a run of numbers, as scan_array's */
     size_t count = pc->count;
     for (;;) {
-      size_t n = fmt_parse_double(p, (size_t)(end - p), &pc->values[count]);
+      size_t n = fmt__parse_double_hot(p, (size_t)(end - p), &pc->values[count]);
       if (n == 0 || isinf(pc->values[count])) return SCAN_REJECTED; /* as scan_array */
       count++;
       p += n;
