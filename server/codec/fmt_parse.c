@@ -249,7 +249,7 @@ FMT__HOT int eisel_lemire(uint64_t w, int64_t q, const binary_format_t *f,
 
 /* w * 10^q, or when digits were dropped, (w, w + 1) * 10^q: both ends must
  * round the same. Returns 0 when the exact path is needed. */
-static int decimal_to_binary(const fmt__scan_t *d, const binary_format_t *f,
+FMT__HOT int decimal_to_binary(const fmt__scan_t *d, const binary_format_t *f,
                              uint64_t *bits) {
   uint64_t up;
   if (!eisel_lemire(d->w, d->q, f, bits)) return 0;
