@@ -110,9 +110,9 @@ FMT__SCAN_HOT size_t fmt__scan_number(const char *s, size_t len, fmt__scan_t *ou
   int neg = p < end && *p == '-';
   p += neg;
   const char *int_start = p;
-  uint64_t w = 0;
+  if (p == end || !fmt__is_digit(*p)) return 0;
+  uint64_t w = (uint64_t)(*p++ - '0');
   while (p < end && fmt__is_digit(*p)) w = w * 10 + (uint64_t)(*p++ - '0');
-  if (p == int_start) return 0;
   if (p - int_start > 1 && *int_start == '0') { /* "01" is "0", then "1" */
     p = int_start + 1;
     w = 0;
