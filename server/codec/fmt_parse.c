@@ -4,7 +4,9 @@
  * float16 / bfloat16 (fmt_parse_f16, fmt_parse_bf16), and the non-finite
  * spellings (fmt_parse_nonfinite). Printing, the other direction, is in fmt.c;
  * what both share (the bignum behind their tables, 128-bit helpers) is in
- * fmt_internal.h. */
+ * fmt_internal.h. fmt_scan.h holds the part of fmt_parse_double that
+ * numarray.c's array scan inlines (the scan of a text of <= 19 digits,
+ * Clinger's fast path); the rest of the parse is here. */
 #include "fmt.h"
 
 #include <assert.h>
