@@ -4,7 +4,9 @@
  * float16 / bfloat16 (fmt_parse_f16, fmt_parse_bf16), and the non-finite
  * spellings (fmt_parse_nonfinite). Printing, the other direction, is in fmt.c;
  * what both share (the bignum behind their tables, 128-bit helpers) is in
- * fmt_internal.h. */
+ * fmt_internal.h. fmt_scan.h holds the part of fmt_parse_double that
+ * numarray.c's array scan inlines (the scan of a text of <= 19 digits,
+ * Clinger's fast path); the rest of the parse is here. */
 #include "fmt.h"
 
 #include <assert.h>
@@ -12,11 +14,13 @@
 #include <float.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "fmt_internal.h"
+#include "fmt_scan.h"
 
 /* How: the scan keeps the first 19 significant digits w and the exponent
  * q (value w * 10^q); then Clinger's fast path (one exact operation in
@@ -34,108 +38,51 @@
 
 /* ---- parsing: the scan --------------------------------------------------- */
 
-#define W_DIGITS 19 /* significant digits that always fit a uint64_t */
-/* Exponents stop growing here: a text would need 10^15 digits to bring
- * such a number back into range. */
-#define EXP_CAP 1000000000000000
-
-/* A JSON number's text as w * 10^q (up to the dropped digits). */
-typedef struct {
-  uint64_t w;    /* the first W_DIGITS significant digits, or all of them */
-  int64_t q;     /* the exponent of w's last digit */
-  int neg;       /* a leading '-' */
-  int truncated; /* a non-zero digit after the first W_DIGITS was dropped:
-                  * the value lies strictly between w and w + 1 (x 10^q) */
-} scan_t;
-
-static int is_digit(char c) { return (unsigned char)(c - '0') < 10; }
-
-/* Up to eight digits at once (SWAR): the 8 bytes at p as a little-endian
- * word (the first byte lowest), how many of them lead as ASCII digits, and
- * the value of those. */
-#define BYTES_OF(b) (0x0101010101010101ull * (b))
-static uint64_t load8(const char *p) {
-  uint64_t v;
-  memcpy(&v, p, sizeof v);
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-  v = __builtin_bswap64(v);
-#endif
-  return v;
-}
-
-/* A digit byte is 0x30..0x39: high nibble 3, and still 3 after adding 6.
- * A carry out of a non-digit byte (>= 0xFA) can only spoil the bytes
- * after it, which the count never looks at. */
-FMT__HOT int leading_digits8(uint64_t v) {
-  uint64_t bad = ((v & BYTES_OF(0xF0)) ^ BYTES_OF(0x30)) |
-                 (((v + BYTES_OF(0x06)) & BYTES_OF(0xF0)) ^ BYTES_OF(0x30));
-  return bad ? __builtin_ctzll(bad) / 8 : 8;
-}
-
-/* The value of the first n (1..8) digit bytes of v. */
-FMT__HOT uint32_t leading_value8(uint64_t v, int n) {
-  /* Digits to values (a borrow out of a later non-digit byte only spoils
-   * the bytes after it), then those n to the top: the bytes shifted in
-   * below them are leading zeros. */
-  v = (v - BYTES_OF('0')) << (8 * (8 - n));
-  /* byte 2j becomes 10 * d(2j) + d(2j+1) (< 100: no carry) */
-  v = v * 10 + (v >> 8);
-  /* the four pairs p0..p3 sit in bytes 0, 2, 4, 6; multiplying p0 and p2
-   * (bytes 0, 4) by 100 + 10^6 * 2^32 and p1 and p3 by 1 + 10^4 * 2^32
-   * adds up p0 * 10^6 + p1 * 10^4 + p2 * 100 + p3 in the upper half. */
-  uint64_t p02 = v & 0x000000FF000000FFull;
-  uint64_t p13 = (v >> 16) & 0x000000FF000000FFull;
-  return (uint32_t)((p02 * (100 + (1000000ull << 32)) +
-                     p13 * (1 + (10000ull << 32))) >>
-                    32);
-}
-
-/* Appends the digits at p to w, up to W_DIGITS in all (*nd counts them),
+/* Appends the digits at p to w, up to FMT__W_DIGITS in all (*nd counts them),
  * and returns the end of the run of digits; *extra counts the digits past
- * W_DIGITS and *truncated says whether one of them was not 0. */
+ * FMT__W_DIGITS and *truncated says whether one of them was not 0. */
 FMT__HOT const char *scan_digits(const char *p, const char *end, uint64_t *w,
                                  int *nd, int64_t *extra, int *truncated) {
-  static const uint32_t pow10_u32[9] = {
-      1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000};
   while (end - p >= 8) {
-    uint64_t v = load8(p);
-    int n = leading_digits8(v);
-    if (n == 8 && *nd <= W_DIGITS - 8) { /* a whole word of digits */
-      *w = *w * 100000000 + leading_value8(v, 8);
+    uint64_t v = fmt__load8(p);
+    int n = fmt__leading_digits8(v);
+    if (n == 8 && *nd <= FMT__W_DIGITS - 8) { /* a whole word of digits */
+      *w = *w * 100000000 + fmt__leading_value8(v, 8);
       *nd += 8;
       p += 8;
-    } else if (n < 8 && *nd + n <= W_DIGITS) { /* the run ends here */
-      if (n > 0) *w = *w * pow10_u32[n] + leading_value8(v, n);
+    } else if (n < 8 && *nd + n <= FMT__W_DIGITS) { /* the run ends here */
+      if (n > 0) *w = *w * fmt__pow10_u32[n] + fmt__leading_value8(v, n);
       *nd += n;
       return p + n;
     } else {
       break;
     }
   }
-  for (; *nd < W_DIGITS && p < end && is_digit(*p); p++, ++*nd)
+  for (; *nd < FMT__W_DIGITS && p < end && fmt__is_digit(*p); p++, ++*nd)
     *w = *w * 10 + (uint64_t)(*p - '0');
   const char *rest = p;
-  for (; p < end && is_digit(*p); p++) *truncated |= *p != '0';
+  for (; p < end && fmt__is_digit(*p); p++) *truncated |= *p != '0';
   *extra += p - rest;
   return p;
 }
 
-/* The length of the longest prefix of s[0, len) in JSON number syntax (0 if
- * none), and its w, q, sign. */
-FMT__HOT size_t scan_number(const char *s, size_t len, scan_t *out) {
+/* fmt__scan_number for any number of digits: w keeps the first FMT__W_DIGITS
+ * significant ones (leading zeros are not), `truncated` notes the rest.
+ * Out of line, as fmt__parse_double_rest, to keep the common path lean. */
+static __attribute__((noinline)) size_t scan_number_long(const char *s, size_t len, fmt__scan_t *out) {
   const char *p = s, *end = s + len;
   uint64_t w = 0;
   int64_t q = 0, extra = 0;
   int nd = 0, truncated = 0; /* nd: significant digits kept in w */
   int neg = p < end && *p == '-';
   p += neg;
-  if (p == end || !is_digit(*p)) return 0;
+  if (p == end || !fmt__is_digit(*p)) return 0;
   if (*p == '0') /* a leading 0 stands alone: "01" is "0", then "1" */
     p++;
   else
     p = scan_digits(p, end, &w, &nd, &extra, &truncated);
-  q += extra; /* integer digits past W_DIGITS scale w up */
-  if (end - p >= 2 && *p == '.' && is_digit(p[1])) {
+  q += extra; /* integer digits past FMT__W_DIGITS scale w up */
+  if (end - p >= 2 && *p == '.' && fmt__is_digit(p[1])) {
     p++;
     if (nd == 0) { /* "0.000123": zeros before the first significant digit */
       const char *zeros = p;
@@ -147,20 +94,15 @@ FMT__HOT size_t scan_number(const char *s, size_t len, scan_t *out) {
     q -= nd - before; /* fraction digits kept in w scale it down (those
                        * dropped do not: extra is not used again) */
   }
-  if (end - p >= 2 && (*p | 0x20) == 'e') { /* 'e' or 'E' */
-    const char *e = p + 1;
-    int exp_neg = 0;
-    if (*e == '+' || *e == '-') exp_neg = *e++ == '-';
-    if (e < end && is_digit(*e)) {
-      int64_t x = 0;
-      for (; e < end && is_digit(*e); e++)
-        if (x < EXP_CAP) x = x * 10 + (*e - '0');
-      q += exp_neg ? -x : x;
-      p = e;
-    }
-  }
-  *out = (scan_t){.w = w, .q = q, .neg = neg, .truncated = truncated};
+  p = fmt__scan_exponent(p, end, &q);
+  *out = (fmt__scan_t){.w = w, .q = q, .neg = neg, .truncated = truncated};
   return (size_t)(p - s);
+}
+
+/* fmt__scan_number for any text. */
+static size_t scan_any(const char *s, size_t len, fmt__scan_t *out) {
+  size_t n = fmt__scan_number(s, len, out);
+  return n == FMT__SCAN_LONG ? scan_number_long(s, len, out) : n;
 }
 
 /* ---- parsing: Eisel-Lemire ----------------------------------------------- */
@@ -177,6 +119,9 @@ FMT__HOT size_t scan_number(const char *s, size_t len, scan_t *out) {
 static fmt__u128 pow5_128[POW10_COUNT];
 static int16_t pow5_128_exp2[POW10_COUNT];
 static pthread_once_t parse_tables_once = PTHREAD_ONCE_INIT;
+/* Set (release) once the tables are whole: a number past Clinger's path
+ * then reads it (acquire) instead of calling pthread_once each time. */
+static atomic_int parse_tables_done;
 
 static void parse_tables_init(void) {
   fmt__big_t p = {{1}}; /* 5^k */
@@ -194,6 +139,12 @@ static void parse_tables_init(void) {
     }
     fmt__big_mul_small(&p, 5);
   }
+}
+
+static void parse_tables_ready(void) {
+  if (atomic_load_explicit(&parse_tables_done, memory_order_acquire)) return;
+  pthread_once(&parse_tables_once, parse_tables_init);
+  atomic_store_explicit(&parse_tables_done, 1, memory_order_release);
 }
 
 /* An IEEE binary format, and where w * 10^q (w < 2^64) surely rounds to 0
@@ -300,7 +251,7 @@ FMT__HOT int eisel_lemire(uint64_t w, int64_t q, const binary_format_t *f,
 
 /* w * 10^q, or when digits were dropped, (w, w + 1) * 10^q: both ends must
  * round the same. Returns 0 when the exact path is needed. */
-static int decimal_to_binary(const scan_t *d, const binary_format_t *f,
+FMT__HOT int decimal_to_binary(const fmt__scan_t *d, const binary_format_t *f,
                              uint64_t *bits) {
   uint64_t up;
   if (!eisel_lemire(d->w, d->q, f, bits)) return 0;
@@ -308,24 +259,6 @@ static int decimal_to_binary(const scan_t *d, const binary_format_t *f,
 }
 
 /* ---- parsing: the fast and the exact path -------------------------------- */
-
-/* Clinger's fast path: w and 10^q (|q| <= 22: 5^22 < 2^53) are exact
- * doubles, so one multiply or divide rounds once, correctly. Needs double
- * arithmetic in double (not x87 extended) and the default rounding mode. */
-#if FLT_EVAL_METHOD == 0
-#define CLINGER_W_MAX (1ull << 53)
-#else
-#define CLINGER_W_MAX 0ull /* never */
-#endif
-FMT__HOT int clinger(const scan_t *d, double *out) {
-  static const double exact_pow10[23] = {
-      1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
-      1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
-  if (d->truncated || d->w > CLINGER_W_MAX || d->q < -22 || d->q > 22) return 0;
-  double x = (double)d->w;
-  *out = d->q < 0 ? x / exact_pow10[-d->q] : x * exact_pow10[d->q];
-  return 1;
-}
 
 /* The exact path: strtod / strtof on the number's digits rewritten as
  * "[-]DDD...De<exp>", which has no decimal point for a locale to misread.
@@ -368,7 +301,7 @@ static void slow_text(const char *s, size_t n, char *buf) {
     if (*p == '+' || *p == '-') p++;
     int64_t x = 0;
     for (; p < end; p++)
-      if (x < EXP_CAP) x = x * 10 + (*p - '0');
+      if (x < FMT__EXP_CAP) x = x * 10 + (*p - '0');
     exp10 += exp_neg ? -x : x;
   }
   *o++ = 'e';
@@ -465,7 +398,7 @@ static int compare_text(const char *s, size_t n, double m) {
     int exp_neg = *++p == '-';
     if (*p == '+' || *p == '-') p++;
     for (; p < end; p++)
-      if (exp10 < EXP_CAP) exp10 = exp10 * 10 + (*p - '0');
+      if (exp10 < FMT__EXP_CAP) exp10 = exp10 * 10 + (*p - '0');
     if (exp_neg) exp10 = -exp10;
   }
   /* the digits, the point skipped: 0.ddd x 10^(integer digits + exp10),
@@ -549,17 +482,18 @@ int fmt_parse_nonfinite(const char *s, double *out) {
   return 1;
 }
 
-size_t fmt_parse_double(const char *s, size_t len, double *out) {
-  scan_t d;
-  size_t n = scan_number(s, len, &d);
-  if (n == 0) return 0;
-  double v;
+/* fmt_parse_double past Clinger's fast path: w * 10^q (a text of at most
+ * FMT__W_DIGITS digits, none dropped), the n bytes at s. Out of line and
+ * reached by tail calls with the scan in registers, so that the fast path,
+ * the one most tensor text takes, keeps nothing across a call and saves
+ * no registers (cachegrind: 17 instructions of prologue and epilogue per
+ * number with these inline). */
+__attribute__((noinline)) size_t fmt__parse_double_rest(const char *s, size_t n,
+                                                          double *out, uint64_t w,
+                                                          int64_t q, int neg) {
+  const fmt__scan_t d = {.w = w, .q = q, .neg = neg, .truncated = 0};
   uint64_t bits;
-  if (clinger(&d, &v)) {
-    *out = d.neg ? -v : v;
-    return n;
-  }
-  pthread_once(&parse_tables_once, parse_tables_init);
+  parse_tables_ready();
   if (!decimal_to_binary(&d, &binary64, &bits)) {
     *out = slow_double(s, n);
     return n;
@@ -569,20 +503,47 @@ size_t fmt_parse_double(const char *s, size_t len, double *out) {
   return n;
 }
 
+/* fmt_parse_double for a text of more than FMT__W_DIGITS digits (leading zeros
+ * counted). */
+__attribute__((noinline)) size_t fmt__parse_double_long(const char *s, size_t len,
+                                                          double *out) {
+  fmt__scan_t d;
+  size_t n = scan_number_long(s, len, &d);
+  if (n == 0) return 0;
+  double v;
+  uint64_t bits;
+  if (fmt__clinger(&d, &v)) {
+    *out = fmt__with_sign(v, d.neg);
+    return n;
+  }
+  parse_tables_ready();
+  if (!decimal_to_binary(&d, &binary64, &bits)) {
+    *out = slow_double(s, n);
+    return n;
+  }
+  bits |= (uint64_t)d.neg << 63;
+  memcpy(out, &bits, sizeof bits);
+  return n;
+}
+
+size_t fmt_parse_double(const char *s, size_t len, double *out) {
+  return fmt__parse_double_hot(s, len, out);
+}
+
 size_t fmt_parse_float(const char *s, size_t len, float *out) {
-  scan_t d;
-  size_t n = scan_number(s, len, &d);
+  fmt__scan_t d;
+  size_t n = scan_any(s, len, &d);
   if (n == 0) return 0;
   double v;
   uint64_t bits;
   /* Clinger's double is correctly rounded, so it serves unless rounding it
    * again could differ (Figueroa's theorem, 53 >= 2 * 24 + 2, makes every
    * w <= 2^24, |q| <= 10 safe; the check lets the others through too). */
-  if (clinger(&d, &v) && fmt_float_from_double_exact(v)) {
-    *out = (float)(d.neg ? -v : v);
+  if (fmt__clinger(&d, &v) && fmt_float_from_double_exact(v)) {
+    *out = (float)fmt__with_sign(v, d.neg);
     return n;
   }
-  pthread_once(&parse_tables_once, parse_tables_init);
+  parse_tables_ready();
   if (!decimal_to_binary(&d, &binary32, &bits)) {
     *out = slow_float(s, n);
     return n;

@@ -15,6 +15,7 @@
 
 #include "cpool.h"
 #include "fmt.h"
+#include "fmt_scan.h" /* fmt_parse_double inline: a call per number costs */
 
 /* A placeholder is a string: `mark_len` characters \x01 (each written as
  * the escape \u0001 in the skeleton), then the array's index in decimal.
@@ -37,6 +38,12 @@ static const char *const top_tensor_keys[] = {"mean", "var"};
 
 static int is_ws(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
 static int is_digit(char c) { return c >= '0' && c <= '9'; }
+
+/* Might c start a number: '-' (0x2d) or a digit (0x30..0x39), one compare
+ * (a branch on "digit or '-'" is mispredicted on every other number of
+ * signed data); '.' and '/' in between pass too, and fmt_parse_double then
+ * refuses them, as the general path would. */
+static int number_start(char c) { return (unsigned char)(c - '-') <= '9' - '-'; }
 
 static const char *skip_ws(const char *p, const char *end) {
   while (p < end && is_ws(*p)) p++;
@@ -167,22 +174,14 @@ open:
   p = skip_ws(p + 1, end);
   if (p >= end || *p == ']') return SCAN_REJECTED; /* empty: the slow path */
 value:
-  p = skip_ws(p, end);
+  if (p < end && is_ws(*p)) p = skip_ws(p, end);
   if (p >= end) return SCAN_REJECTED;
   if (*p == '[') {
     open_count[depth - 1]++;
     goto open;
-  } else {
+  } else if (*p == '"') {
     double d;
-    size_t n;
-    if (*p == '"') {
-      n = nonfinite_len(p, end, &d);
-    } else {
-      n = fmt_parse_double(p, (size_t)(end - p), &d);
-      /* Text past float64's range: jansson refuses the document, and
-       * says where (decode_json_root). */
-      if (n > 0 && isinf(d)) return SCAN_REJECTED;
-    }
+    size_t n = nonfinite_len(p, end, &d);
     if (n == 0) return SCAN_REJECTED;
     p += n;
     if (leaf_depth == 0) leaf_depth = depth;
@@ -190,9 +189,41 @@ value:
     open_count[depth - 1]++;
     a->count++;
     if (push_value(vals, d) != 0) return SCAN_OOM;
+  } else {
+    if (leaf_depth == 0) leaf_depth = depth;
+    else if (leaf_depth != depth) return SCAN_REJECTED;
+    /* A run of numbers each right after a ',' (the common row: "1,2,3"):
+     * one loop with the depth checked and the counts added once for the
+     * run, the values' room in a local (one store per number), and the
+     * whitespace skipped only where there is some. */
+    size_t run_start = vals->len, len = vals->len, cap = vals->cap;
+    double *v = vals->v;
+    for (;;) {
+      if (len == cap) {
+        vals->len = len;
+        if (push_value(vals, 0) != 0) return SCAN_OOM; /* grows; 0 is replaced */
+        len = vals->len - 1;
+        cap = vals->cap;
+        v = vals->v;
+      }
+      size_t n = fmt__parse_double_hot(p, (size_t)(end - p), &v[len]);
+      /* Text past float64's range: jansson refuses the document, and
+       * says where (decode_json_root). */
+      if (n == 0 || isinf(v[len])) {
+        vals->len = len;
+        return SCAN_REJECTED;
+      }
+      len++;
+      p += n;
+      if (end - p < 2 || p[0] != ',' || !number_start(p[1])) break;
+      p++;
+    }
+    open_count[depth - 1] += (int64_t)(len - run_start);
+    a->count += len - run_start;
+    vals->len = len;
   }
 after_value:
-  p = skip_ws(p, end);
+  if (p < end && is_ws(*p)) p = skip_ws(p, end);
   if (p >= end) return SCAN_REJECTED;
   if (*p == ',') {
     p++;
@@ -277,30 +308,39 @@ static scan_result_t scan_piece(piece_t *pc) {
   const char *p = pc->begin, *end = pc->end;
   int opens = 0, closes = 0;
 value:
-  p = skip_ws(p, end);
+  if (p < end && is_ws(*p)) p = skip_ws(p, end);
   if (p >= end) return SCAN_REJECTED;
   if (*p == '[') {
     if (++opens > NORM_MAX_RANK) return SCAN_REJECTED;
     p++;
     goto value;
   }
-  double d;
-  size_t n;
-  if (*p == '"') {
-    n = nonfinite_len(p, end, &d);
-  } else {
-    n = fmt_parse_double(p, (size_t)(end - p), &d);
-    if (n > 0 && isinf(d)) return SCAN_REJECTED; /* as scan_array */
-  }
-  if (n == 0 || pc->count == pc->leaves) return SCAN_REJECTED;
-  p += n;
+  if (pc->count == pc->leaves) return SCAN_REJECTED;
   if (pc->count == 0) pc->head_opens = opens;
   else if (opens != closes) return SCAN_REJECTED; /* leaves at two depths */
   else if (closes > 0 && push_gap(pc, pc->count, closes) != 0) return SCAN_OOM;
-  pc->values[pc->count++] = d;
   opens = closes = 0;
+  if (*p == '"') {
+    double d;
+    size_t n = nonfinite_len(p, end, &d);
+    if (n == 0) return SCAN_REJECTED;
+    p += n;
+    pc->values[pc->count++] = d;
+  } else { /* a run of numbers, as scan_array's */
+    size_t count = pc->count;
+    for (;;) {
+      size_t n = fmt__parse_double_hot(p, (size_t)(end - p), &pc->values[count]);
+      if (n == 0 || isinf(pc->values[count])) return SCAN_REJECTED; /* as scan_array */
+      count++;
+      p += n;
+      if (end - p < 2 || p[0] != ',' || !number_start(p[1]) || count == pc->leaves)
+        break;
+      p++;
+    }
+    pc->count = count;
+  }
 after_value:
-  p = skip_ws(p, end);
+  if (p < end && is_ws(*p)) p = skip_ws(p, end);
   if (p >= end) {
     pc->tail_closes = closes;
     return pc->count == pc->leaves ? SCAN_OK : SCAN_REJECTED;

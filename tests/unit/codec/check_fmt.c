@@ -874,6 +874,8 @@ static size_t parse_both(const char *text, double *d, float *f) {
   return n;
 }
 
+static int is_digit_char(char c) { return c >= '0' && c <= '9'; }
+
 /* The longest prefix in the grammar; 0 when there is none, and then the
  * output is left alone. */
 START_TEST(test_parse_grammar) {
@@ -943,6 +945,67 @@ START_TEST(test_parse_bounded) {
   double d = 42;
   ck_assert_uint_eq(fmt_parse_double("1", 0, &d), 0);
   ck_assert(d == 42);
+}
+END_TEST
+
+/* The edges of scan_number's common path (<= 19 digits, leading zeros
+ * counted) and where it hands over to the general scan: integer and
+ * fraction parts of 7, 8, 9, 16, 19 and 20 digits (a word of eight digit
+ * bytes, one more, one less), leading zeros, zero with an exponent, a
+ * separator right after the number, and each text cut at every length
+ * (the word read must stop at len). Each against strtod / strtof. */
+START_TEST(test_parse_word_edges) {
+  static const char *const texts[] = {
+      "1234567", "12345678", "123456789", "1234567890123456",
+      "1234567890123456789", "12345678901234567890", "0.1234567", "0.12345678",
+      "0.123456789", "-0.1234567890123456", "0.123456789012345678",
+      "0.1234567890123456789", "1.2345678901234567890", "12345678.12345678",
+      "1234567890.123456789", "0.000123", "-0.00000000000000000123",
+      "0.0000000000000000001234567", "-0", "-0.0", "0e5", "0E-5", "-0e+0",
+      "1e22", "1e23", "9007199254740993", "9007199254740993.0", "1.5e-45",
+      "3.4028235e38", "4.9e-324", "2.2250738585072011e-308", "1e-400",
+      "123456.7e-3", "0.12345678e8", "0.00000000", "7.00000000",
+      "1.00000000000000000001", "999999999999999999.9", "0.00000000001e11",
+  };
+  static const char *const separators[] = {"", ",", "]", " ", "\n", ",1", "]]"};
+  for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
+    size_t tlen = strlen(texts[i]);
+    for (size_t s = 0; s < sizeof separators / sizeof separators[0]; s++) {
+      char text[96];
+      snprintf(text, sizeof text, "%s%s", texts[i], separators[s]);
+      double d;
+      float f;
+      ck_assert_msg(parse_both(text, &d, &f) == tlen, "\"%s\"", text);
+      ck_assert_msg(same_double(d, strtod(texts[i], NULL)), "\"%s\"", text);
+      ck_assert_msg(same_float(f, strtof(texts[i], NULL)), "\"%s\"", text);
+    }
+    /* cut at every length: the longest prefix of the cut text */
+    for (size_t len = 1; len < tlen; len++) {
+      char *copy = malloc(len);
+      ck_assert_ptr_nonnull(copy);
+      memcpy(copy, texts[i], len);
+      char prefix[96];
+      memcpy(prefix, texts[i], len);
+      prefix[len] = '\0';
+      char *stop;
+      double want = strtod(prefix, &stop);
+      size_t want_len = (size_t)(stop - prefix);
+      /* strtod takes "1." and "1e" no further than JSON, but "1." itself */
+      if (want_len > 0 && prefix[want_len - 1] == '.') want_len--;
+      if (prefix[0] == '0' && want_len > 1 && is_digit_char(prefix[1])) want_len = 1;
+      double d = 42;
+      size_t n = fmt_parse_double(copy, len, &d);
+      if (want_len == 1 && prefix[0] == '-') want_len = 0;
+      ck_assert_msg(n == want_len, "\"%s\" cut at %zu: took %zu, want %zu", texts[i],
+                    len, n, want_len);
+      if (n > 0) {
+        prefix[n] = '\0';
+        ck_assert_msg(same_double(d, strtod(prefix, NULL)), "\"%s\" cut at %zu", texts[i], len);
+      }
+      (void)want;
+      free(copy);
+    }
+  }
 }
 END_TEST
 
@@ -1414,6 +1477,7 @@ Suite *fmt_suite(void) {
   tcase_set_timeout(tc, 60);
   tcase_add_test(tc, test_parse_grammar);
   tcase_add_test(tc, test_parse_bounded);
+  tcase_add_test(tc, test_parse_word_edges);
   tcase_add_test(tc, test_parse_known_doubles);
   tcase_add_test(tc, test_parse_known_floats);
   tcase_add_test(tc, test_parse_midpoints);

@@ -102,6 +102,10 @@ START_TEST(test_taken) {
   expect_taken("{\"residual\":" ROW16 "}", 16, 1);
   expect_taken("{\"input\":{},\"mean\":" ROW16 "}", 16, 1); /* batch norm's name */
   expect_left("{\"data\":[\"N\\u0000aN\",1]}");
+  /* A run of numbers (each right after a ',') ends at whitespace, a
+   * bracket or a string, and goes on after them. */
+  expect_taken("{\"data\":[[-1,2,-3,\"NaN\",-5],[6, -7,8 ,9,-1e1]]}", 10, 2);
+  expect_taken("{\"data\":[-0.000123,0e5,-0,12345678901234567890,0.12345678,1]}", 6, 1);
 }
 END_TEST
 
@@ -148,6 +152,12 @@ START_TEST(test_left_to_jansson) {
   expect_left("{\"data\":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15"); /* unterminated */
   expect_left("{\"data\":[[[[[[[[[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15]]]]]]]]]}");
   expect_left("{\"data\":\"" ROW16 "\"}"); /* inside a string */
+  /* in a run: '/' and '.' pass its test for a number's start, the parse
+   * refuses them; a number past float64's range mid-run */
+  expect_left("{\"data\":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,/15]}");
+  expect_left("{\"data\":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,-]}");
+  expect_left("{\"data\":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,-.5]}");
+  expect_left("{\"data\":[1,1e999,3,4,5,6,7,8,9,10,11,12,13,14,15]}");
   expect_left("{\"data\" " ROW16 "}");      /* no colon: not a key */
 }
 END_TEST
