@@ -582,6 +582,23 @@ static int check_backward(const kern_t *k) {
             printf("  %s bw_centered_row_sums %s n=%zu [%d]: %a want %La\n",
                    k->name, norm_dtype_name(dt), n, h, p2[h], ps[h]);
       }
+      /* bw_sumsq_row_sums: sumsq's bits, and sum(w dy), sum(w dy x) */
+      {
+        double p2[2], sq0 = k->sumsq[dt](x, n);
+        double sq1 = k->bw_sumsq_row_sums[dt](x, dy, n, wp, p2);
+        if (memcmp(&sq0, &sq1, sizeof sq0) != 0 && bad++ < 5)
+          printf("  %s bw_sumsq_row_sums %s n=%zu: %a, sumsq %a\n", k->name,
+                 norm_dtype_name(dt), n, sq1, sq0);
+        long double ps[2] = {0}, pa[2] = {0};
+        for (size_t i = 0; i < n; i++) {
+          long double d = dyv[i] * (wp ? w[i] : 1.0), t = d * xv[i];
+          ps[0] += d, pa[0] += fabsl(d), ps[1] += t, pa[1] += fabsl(t);
+        }
+        for (int h = 0; h < 2; h++)
+          if (!bw_close(p2[h], ps[h], pa[h], n) && bad++ < 5)
+            printf("  %s bw_sumsq_row_sums %s n=%zu [%d]: %a want %La\n",
+                   k->name, norm_dtype_name(dt), n, h, p2[h], ps[h]);
+      }
       /* bw_row_sums */
       static double gw1[BW_MAX], gb1[BW_MAX]; /* the gradients before it */
       memcpy(gw1, gw, n * sizeof gw[0]);
@@ -651,7 +668,8 @@ static int check_backward(const kern_t *k) {
     }
   }
   printf("%-10s backward loops (bw_sums, bw_centered_sums, "
-         "bw_centered_row_sums, bw_row_sums, bw_dx, bw_dx_grads), 4 dtypes x %ld "
+         "bw_centered_row_sums, bw_sumsq_row_sums, bw_row_sums, bw_dx, "
+         "bw_dx_grads), 4 dtypes x %ld "
          "runs vs a long double reference: %s\n",
          k->name, runs / 4, bad ? "MISMATCH" : "ok");
   return bad != 0;

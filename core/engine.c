@@ -165,6 +165,31 @@ int engine_moments_sums(const norm_tensor_t *x, const norm_tensor_t *dy,
   return 1;
 }
 
+int engine_sumsq_sums(const norm_tensor_t *x, const norm_tensor_t *dy,
+                      const affine_t *a, const layout_t *l, size_t g,
+                      double *sq, engine_run_sums_t *rs) {
+  const double *w = a && a->weight ? a->w : NULL;
+  if (dy->dtype != x->dtype || l->affine_period != 1 ||
+      (a && a->weight && w == NULL))
+    return 0;
+  const kern_t *k = kern_get();
+  const double *wg = w ? w + (g % l->affine_mod) * l->affine_mul : NULL;
+  /* engine_sumsq's sum, segment by segment in its order */
+  *sq = 0.0;
+  rs->runs = 1;
+  rs->ref = 0.0; /* RMS norm's shift: the sums need no moving */
+  rs->dy[0] = rs->dyx[0] = 0.0;
+  for (size_t seg = 0; seg < l->nseg; seg++) {
+    size_t base = g * l->group_stride + seg * l->seg_stride;
+    double sums[2];
+    *sq += k->bw_sumsq_row_sums[x->dtype](elem(x, base), elem(dy, base),
+                                          l->seg_len, wg, sums);
+    rs->dy[0] += sums[0];
+    rs->dyx[0] += sums[1];
+  }
+  return 1;
+}
+
 double engine_sumsq(const norm_tensor_t *x, const layout_t *l, size_t g) {
   const kern_t *k = kern_get();
   double sq = 0.0;

@@ -93,6 +93,14 @@ typedef struct {
 int engine_moments_sums(const norm_tensor_t *x, const norm_tensor_t *dy,
                         const affine_t *a, const layout_t *l, size_t g,
                         double *mean, double *m2, engine_run_sums_t *rs);
+/* engine_sumsq's sum (the same bits) in *sq, and RMS norm's row sums in
+ * the same pass: sum(w dy) and sum(w dy x) (ref 0), weighted by a's
+ * prepared weights (a NULL, or no weight: 1). Returns 0, having computed
+ * nothing, for dy of another dtype than x, a layout other than rows, or a
+ * weight engine_affine_init did not prepare. */
+int engine_sumsq_sums(const norm_tensor_t *x, const norm_tensor_t *dy,
+                      const affine_t *a, const layout_t *l, size_t g,
+                      double *sq, engine_run_sums_t *rs);
 void engine_affine_init(affine_t *a, const layout_t *l,
                         const norm_tensor_t *weight, const norm_tensor_t *bias);
 

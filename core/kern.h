@@ -89,6 +89,11 @@ typedef struct {
   void (*bw_centered_row_sums[KDT])(const void *x, const void *dy, size_t n,
                                     double mu, const double *w, double out[2],
                                     double sums[2]);
+  /* bw_sumsq_row_sums: sumsq's result (the same bits) and sums[0] =
+   * sum(w dy), sums[1] = sum(w dy x), a weight per element (w; NULL: 1),
+   * in one pass (RMS norm's mean square with its sums). */
+  double (*bw_sumsq_row_sums[KDT])(const void *x, const void *dy, size_t n,
+                                   const double *w, double sums[2]);
   void (*bw_row_sums[KDT])(const void *x, const void *dy, size_t n,
                            double shift, double s, const double *w, double *gw,
                            double *gb, double out[2]);

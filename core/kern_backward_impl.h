@@ -210,6 +210,68 @@ DEF_LD2(bf16, uint16_t)
       KFN(bw_centered_row_sums_loop_##dt)(x, dy, n, mu, w, out, sums, 0);      \
   }
 
+/* sumsq (kern_impl.h) and RMS norm's sums in one pass over a row: returns
+ * sum(x^2) computed exactly as sumsq does (the same four accumulators,
+ * merged in the same order, the same tails: the same bits, so the
+ * backward's mean square stays the forward's; check_kern compares them),
+ * and beside it sums[0] = sum(w dy), sums[1] = sum(w dy x), a weight per
+ * element (w; NULL: 1), w dy rounded first as bw_row_sums has it. */
+#define DEF_BW_SUMSQ_ROW_SUMS(dt, T)                                           \
+  KINLINE double KFN(bw_sumsq_row_sums_loop_##dt)(                             \
+      const T *x, const T *dy, size_t n, const double *w, double sums[2],      \
+      const int has_w) {                                                       \
+    vd a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};                                 \
+    vd g = {0}, p0 = {0}, p1 = {0};                                            \
+    size_t i = 0;                                                              \
+    for (; i + 4 * VW <= n; i += 4 * VW) {                                     \
+      vd v0, v1, v2, v3, e0, e1, e2, e3;                                       \
+      ld2_##dt(x + i, &v0, &v1);                                               \
+      ld2_##dt(x + i + 2 * VW, &v2, &v3);                                      \
+      a0 += v0 * v0;                                                           \
+      a1 += v1 * v1;                                                           \
+      a2 += v2 * v2;                                                           \
+      a3 += v3 * v3;                                                           \
+      ld2_##dt(dy + i, &e0, &e1);                                              \
+      ld2_##dt(dy + i + 2 * VW, &e2, &e3);                                     \
+      if (has_w) {                                                             \
+        e0 *= ld_f64(w + i);                                                   \
+        e1 *= ld_f64(w + i + VW);                                              \
+        e2 *= ld_f64(w + i + 2 * VW);                                          \
+        e3 *= ld_f64(w + i + 3 * VW);                                          \
+      }                                                                        \
+      g += (e0 + e1) + (e2 + e3);                                              \
+      p0 = vfma(e0, v0, p0);                                                   \
+      p1 = vfma(e1, v1, p1);                                                   \
+      p0 = vfma(e2, v2, p0);                                                   \
+      p1 = vfma(e3, v3, p1);                                                   \
+    }                                                                          \
+    for (; i + VW <= n; i += VW) {                                             \
+      vd v = ld_##dt(x + i), e = ld_##dt(dy + i);                              \
+      a0 += v * v;                                                             \
+      if (has_w) e *= ld_f64(w + i);                                           \
+      g += e;                                                                  \
+      p0 = vfma(e, v, p0);                                                     \
+    }                                                                          \
+    double sq = hsum((a0 + a1) + (a2 + a3));                                   \
+    double sg = hsum(g), sp = hsum(p0 + p1);                                   \
+    for (; i < n; i++) {                                                       \
+      double v = e_##dt(x + i), e = e_##dt(dy + i);                            \
+      sq += v * v;                                                             \
+      if (has_w) e *= w[i];                                                    \
+      sg += e;                                                                 \
+      sp = sfma(e, v, sp);                                                     \
+    }                                                                          \
+    sums[0] = sg;                                                              \
+    sums[1] = sp;                                                              \
+    return sq;                                                                 \
+  }                                                                            \
+  static double KFN(bw_sumsq_row_sums_##dt)(const void *x, const void *dy,     \
+                                            size_t n, const double *w,         \
+                                            double sums[2]) {                  \
+    return w ? KFN(bw_sumsq_row_sums_loop_##dt)(x, dy, n, w, sums, 1)          \
+             : KFN(bw_sumsq_row_sums_loop_##dt)(x, dy, n, w, sums, 0);         \
+  }
+
 /* The sums of a row with a weight per element (w; NULL: 1), xhat =
  * (x - shift) * s: out[0] = sum(w * dy), out[1] = sum(w * dy * xhat), and
  * per element gw[i] += dy * xhat, gb[i] += dy (where asked for). */
@@ -445,6 +507,7 @@ KINLINE vd vfma_s(vd a, double b, vd c) { return vfma(a, splat_d(b), c); }
   DEF_BW_SUMS(dt, T)                                                           \
   DEF_BW_CENTERED_SUMS(dt, T)                                                  \
   DEF_BW_CENTERED_ROW_SUMS(dt, T)                                              \
+  DEF_BW_SUMSQ_ROW_SUMS(dt, T)                                                 \
   DEF_BW_ROW_SUMS(dt, T)                                                       \
   DEF_BW_DX(dt, T)                                                             \
   DEF_BW_DX_GRADS(dt, T)
@@ -609,6 +672,7 @@ static void KFN(bw_dx_bf16_f)(const void *xv, const void *dyv, void *dxv,
 #define KERN_BACKWARD_ENTRIES                                                  \
   .bw_sums = KVEC(bw_sums), .bw_centered_sums = KVEC(bw_centered_sums),       \
   .bw_centered_row_sums = KVEC(bw_centered_row_sums),                          \
+  .bw_sumsq_row_sums = KVEC(bw_sumsq_row_sums),                                \
   .bw_row_sums = KVEC(bw_row_sums), .bw_dx_grads = KVEC(bw_dx_grads),          \
   .bw_dx = {[NORM_F32] = KFN(bw_dx_f32), [NORM_F64] = KFN(bw_dx_f64),          \
             [NORM_F16] = KFN(bw_dx_f16), [NORM_BF16] = BW_DX_BF16},
