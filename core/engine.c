@@ -96,6 +96,14 @@ static double chunk_moments(const kern_t *k, norm_dtype_t dt, const char *p,
   return mu;
 }
 
+/* Rows of this dtype take their sums with the moments and their
+ * gradients in the dx pass (bw_dx_grads, double lanes). Not bfloat16: its
+ * dx pass has float lanes (bw_dx_bf16_f) and, compute-bound, loses more
+ * to double lanes than the pass over x saves (kernel_bench, backward
+ * layer / rms bfloat16 64x768: 4.3 -> 3.8, 4.7 -> 3.5 GB/s); it keeps the
+ * sums pass. */
+static int engine_row_sums_fused(norm_dtype_t dt) { return dt != NORM_BF16; }
+
 void engine_moments(const norm_tensor_t *x, const layout_t *l, size_t g,
                     double *mean, double *m2) {
   engine_moments_sums(x, NULL, NULL, l, g, mean, m2, NULL);
@@ -111,7 +119,9 @@ int engine_moments_sums(const norm_tensor_t *x, const norm_tensor_t *dy,
   /* rows: their weights prepared as doubles (or none) */
   const double *w = rows && a && a->weight ? a->w : NULL;
   if (dy && rows) { /* the whole segment one piece */
-    if (dy->dtype != x->dtype || (a && a->weight && w == NULL)) return 0;
+    if (dy->dtype != x->dtype || !engine_row_sums_fused(x->dtype) ||
+        (a && a->weight && w == NULL))
+      return 0;
     rs->runs = 1;
     rs->dy[0] = rs->dyx[0] = 0.0;
   } else if (dy) { /* runs of one weight entry, at most one run end inside a chunk */
@@ -169,8 +179,8 @@ int engine_sumsq_sums(const norm_tensor_t *x, const norm_tensor_t *dy,
                       const affine_t *a, const layout_t *l, size_t g,
                       double *sq, engine_run_sums_t *rs) {
   const double *w = a && a->weight ? a->w : NULL;
-  if (dy->dtype != x->dtype || l->affine_period != 1 ||
-      (a && a->weight && w == NULL))
+  if (dy->dtype != x->dtype || !engine_row_sums_fused(x->dtype) ||
+      l->affine_period != 1 || (a && a->weight && w == NULL))
     return 0;
   const kern_t *k = kern_get();
   const double *wg = w ? w + (g % l->affine_mod) * l->affine_mul : NULL;

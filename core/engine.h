@@ -87,7 +87,8 @@ typedef struct {
  * in the same pass over x (it is read once for both); for rows weighted
  * by a's prepared weights (a NULL, or no weight: 1). Returns 0, having
  * computed nothing, where the layout does not allow that: dy of another
- * dtype than x, rows whose weight engine_affine_init did not prepare, more
+ * dtype than x, rows of bfloat16 or whose weight engine_affine_init did
+ * not prepare, more
  * than ENGINE_RUNS runs per segment, or runs so short that a moments chunk
  * holds two run ends. */
 int engine_moments_sums(const norm_tensor_t *x, const norm_tensor_t *dy,
@@ -96,8 +97,9 @@ int engine_moments_sums(const norm_tensor_t *x, const norm_tensor_t *dy,
 /* engine_sumsq's sum (the same bits) in *sq, and RMS norm's row sums in
  * the same pass: sum(w dy) and sum(w dy x) (ref 0), weighted by a's
  * prepared weights (a NULL, or no weight: 1). Returns 0, having computed
- * nothing, for dy of another dtype than x, a layout other than rows, or a
- * weight engine_affine_init did not prepare. */
+ * nothing, for dy of another dtype than x, bfloat16 (as
+ * engine_moments_sums), a layout other than rows, or a weight
+ * engine_affine_init did not prepare. */
 int engine_sumsq_sums(const norm_tensor_t *x, const norm_tensor_t *dy,
                       const affine_t *a, const layout_t *l, size_t g,
                       double *sq, engine_run_sums_t *rs);
