@@ -561,8 +561,48 @@ static int check_backward(const kern_t *k) {
             printf("  %s bw_centered_sums %s n=%zu cut=%zu [%d]: %a want %La\n",
                    k->name, norm_dtype_name(dt), n, cut, h, p4[h], ps[h]);
       }
-      /* bw_row_sums */
       const double *wp = per ? w : NULL;
+      /* bw_centered_row_sums: centered's bits, and sum(w dy), sum(w dy (x -
+       * mu)) around the same mu */
+      {
+        double mu = shift + sd * (unit(&s) - 0.5), c0[2], c1[2], p2[2];
+        k->centered[dt](x, n, mu, c0);
+        k->bw_centered_row_sums[dt](x, dy, n, mu, wp, c1, p2);
+        if (memcmp(c0, c1, sizeof c0) != 0 && bad++ < 5)
+          printf("  %s bw_centered_row_sums %s n=%zu: %a %a, centered %a %a\n",
+                 k->name, norm_dtype_name(dt), n, c1[0], c1[1], c0[0], c0[1]);
+        long double ps[2] = {0}, pa[2] = {0};
+        for (size_t i = 0; i < n; i++) {
+          long double d = dyv[i] * (wp ? w[i] : 1.0);
+          long double t = d * ((long double)xv[i] - mu);
+          ps[0] += d, pa[0] += fabsl(d), ps[1] += t, pa[1] += fabsl(t);
+        }
+        for (int h = 0; h < 2; h++)
+          if (!bw_close(p2[h], ps[h], pa[h], n) && bad++ < 5)
+            printf("  %s bw_centered_row_sums %s n=%zu [%d]: %a want %La\n",
+                   k->name, norm_dtype_name(dt), n, h, p2[h], ps[h]);
+      }
+      /* bw_sumsq_row_sums: sumsq's bits, and sum(w dy), sum(w dy x) */
+      {
+        double p2[2], sq0 = k->sumsq[dt](x, n);
+        double sq1 = k->bw_sumsq_row_sums[dt](x, dy, n, wp, p2);
+        if (memcmp(&sq0, &sq1, sizeof sq0) != 0 && bad++ < 5)
+          printf("  %s bw_sumsq_row_sums %s n=%zu: %a, sumsq %a\n", k->name,
+                 norm_dtype_name(dt), n, sq1, sq0);
+        long double ps[2] = {0}, pa[2] = {0};
+        for (size_t i = 0; i < n; i++) {
+          long double d = dyv[i] * (wp ? w[i] : 1.0), t = d * xv[i];
+          ps[0] += d, pa[0] += fabsl(d), ps[1] += t, pa[1] += fabsl(t);
+        }
+        for (int h = 0; h < 2; h++)
+          if (!bw_close(p2[h], ps[h], pa[h], n) && bad++ < 5)
+            printf("  %s bw_sumsq_row_sums %s n=%zu [%d]: %a want %La\n",
+                   k->name, norm_dtype_name(dt), n, h, p2[h], ps[h]);
+      }
+      /* bw_row_sums */
+      static double gw1[BW_MAX], gb1[BW_MAX]; /* the gradients before it */
+      memcpy(gw1, gw, n * sizeof gw[0]);
+      memcpy(gb1, gb, n * sizeof gb[0]);
       k->bw_row_sums[dt](x, dy, n, shift, sc, wp, with_gw ? gw : NULL,
                          with_gb ? gb : NULL, o);
       r0 = r1 = a0 = a1 = 0;
@@ -603,10 +643,33 @@ static int check_backward(const kern_t *k) {
           printf("  %s bw_dx %s n=%zu [%zu] spread=%d per=%d: %a want %La\n",
                  k->name, norm_dtype_name(dt), n, i, spread, per, got, want);
       }
+      /* bw_dx_grads: bw_dx's bits (spread, w = 1 without wp) and
+       * bw_row_sums' gradients' bits, dx at an offset or in place of dy */
+      {
+        static unsigned char ref[BW_MAX * 8], dyc[BW_MAX * 8];
+        k->bw_dx[dt](x, dy, ref, n, shift, sc, 1.0, wp, mean_g, c, 1, 0);
+        unsigned char *o2 = dx + (rng(&s) % 32) * size;
+        const unsigned char *dyp = dy;
+        if (r % 4 == 3) { /* in place */
+          memcpy(dyc, dy, n * size);
+          o2 = dyc, dyp = dyc;
+        }
+        k->bw_dx_grads[dt](x, dyp, o2, n, shift, sc, wp, mean_g, c,
+                           with_gw ? gw1 : NULL, with_gb ? gb1 : NULL, stream);
+        if (memcmp(ref, o2, n * size) != 0 && bad++ < 5)
+          printf("  %s bw_dx_grads %s n=%zu per=%d: dx differs from bw_dx\n",
+                 k->name, norm_dtype_name(dt), n, per);
+        if (((with_gw && memcmp(gw1, gw, n * sizeof gw[0]) != 0) ||
+             (with_gb && memcmp(gb1, gb, n * sizeof gb[0]) != 0)) &&
+            bad++ < 5)
+          printf("  %s bw_dx_grads %s n=%zu: gradients differ from "
+                 "bw_row_sums'\n", k->name, norm_dtype_name(dt), n);
+      }
     }
   }
-  printf("%-10s backward loops (bw_sums, bw_centered_sums, bw_row_sums, "
-         "bw_dx), 4 dtypes x %ld "
+  printf("%-10s backward loops (bw_sums, bw_centered_sums, "
+         "bw_centered_row_sums, bw_sumsq_row_sums, bw_row_sums, bw_dx, "
+         "bw_dx_grads), 4 dtypes x %ld "
          "runs vs a long double reference: %s\n",
          k->name, runs / 4, bad ? "MISMATCH" : "ok");
   return bad != 0;

@@ -52,11 +52,20 @@ void engine_backward(const norm_tensor_t *x, const norm_tensor_t *dy,
   double sum_g = 0.0, sum_gx = 0.0, mean_g = 0.0, c = 0.0;
   int spread = (terms & ENGINE_BW_SPREAD) != 0;
   if (pre && !run_sums_finite(pre)) pre = NULL; /* as the sums pass has it */
+  /* rows whose sums came with the moments get their gradients in the dx
+   * pass (bw_dx_grads: rows with the spread term, in place) */
+  if (pre && rows && (!fused || chunked || !spread)) pre = NULL;
+  int grads_in_dx = pre && rows && (gw || gbias);
   for (int pass = 0; pass < 2; pass++) {
     if (pass == 0 && terms == 0 && gw == NULL && gbias == NULL)
       continue; /* dx = s * w * dy needs no sums */
     if (pass == 0 && pre) { /* taken with the moments: moved to the shift */
       double d = shift - pre->ref;
+      if (rows) { /* sum(w dy), sum(w dy xhat) */
+        sum_g = pre->dy[0];
+        sum_gx = s * (pre->dyx[0] - d * pre->dy[0]);
+        continue;
+      }
       for (size_t r = 0; r < pre->runs; r++) {
         size_t entry = first + r;
         double w = weight ? norm_tensor_get(weight, entry) : 1.0;
@@ -113,6 +122,10 @@ void engine_backward(const norm_tensor_t *x, const norm_tensor_t *dy,
             sum_gx += w * s * o[1];
             if (gw) gw[entry] += s * o[1];
             if (gbias) gbias[entry] += o[0];
+          } else if (grads_in_dx) {
+            k->bw_dx_grads[kd](xp, dyp, (char *)at(dx, e), n, shift, s, wv,
+                               mean_g, c, gw ? gw + first + j + i : NULL,
+                               gbias ? gbias + first + j + i : NULL, stream);
           } else if (fused) {
             k->bw_dx[kd](xp, dyp, (char *)at(dx, e), n, shift, s, w, wv,
                          mean_g, c, spread, stream);
@@ -151,7 +164,7 @@ void engine_standardize_backward(const norm_tensor_t *x, const norm_tensor_t *dy
   for (size_t g = begin; g < end; g++) {
     double mean, m2;
     engine_run_sums_t sums, *pre = &sums;
-    if (!engine_moments_sums(x, dy, l, g, &mean, &m2, pre)) {
+    if (!engine_moments_sums(x, dy, &aff, l, g, &mean, &m2, pre)) {
       engine_moments(x, l, g, &mean, &m2);
       pre = NULL;
     }

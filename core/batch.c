@@ -122,7 +122,7 @@ int norm_batch_backward_rows(const norm_tensor_t *x, const norm_tensor_t *dy,
     if (train) {
       double m2;
       pre = &sums;
-      if (!engine_moments_sums(x, dy, &l, c, &mean, &m2, pre)) {
+      if (!engine_moments_sums(x, dy, &aff, &l, c, &mean, &m2, pre)) {
         engine_moments(x, &l, c, &mean, &m2);
         pre = NULL;
       }

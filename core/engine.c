@@ -76,13 +76,16 @@ static const char *elem(const norm_tensor_t *t, size_t off) {
  * (random data: almost always). Otherwise (an outlier among the first
  * elements, NaN, Inf) the chunk gets the corrected two-pass from L1. */
 static double chunk_moments(const kern_t *k, norm_dtype_t dt, const char *p,
-                            size_t n, const char *dyp, size_t cut,
-                            double c[2], double *m2, double sums[4]) {
+                            size_t n, const char *dyp, size_t cut, int rows,
+                            const double *w, double c[2], double *m2,
+                            double sums[4]) {
   double count = (double)n;
   size_t head = n < 32 ? n : 32;
   double mu = k->sum[dt](p, head) / (double)head;
   for (int pass = 0; pass < 2; pass++) {
-    if (dyp)
+    if (dyp && rows) /* one piece, the weights per element */
+      k->bw_centered_row_sums[dt](p, dyp, n, mu, w, c, sums);
+    else if (dyp)
       k->bw_centered_sums[dt](p, dyp, n, mu, cut, c, sums);
     else
       k->centered[dt](p, n, mu, c);
@@ -93,19 +96,36 @@ static double chunk_moments(const kern_t *k, norm_dtype_t dt, const char *p,
   return mu;
 }
 
+/* Rows of this dtype take their sums with the moments and their
+ * gradients in the dx pass (bw_dx_grads, double lanes). Not bfloat16: its
+ * dx pass has float lanes (bw_dx_bf16_f) and, compute-bound, loses more
+ * to double lanes than the pass over x saves (kernel_bench, backward
+ * layer / rms bfloat16 64x768: 4.3 -> 3.8, 4.7 -> 3.5 GB/s); it keeps the
+ * sums pass. */
+static int engine_row_sums_fused(norm_dtype_t dt) { return dt != NORM_BF16; }
+
 void engine_moments(const norm_tensor_t *x, const layout_t *l, size_t g,
                     double *mean, double *m2) {
-  engine_moments_sums(x, NULL, l, g, mean, m2, NULL);
+  engine_moments_sums(x, NULL, NULL, l, g, mean, m2, NULL);
 }
 
 int engine_moments_sums(const norm_tensor_t *x, const norm_tensor_t *dy,
-                        const layout_t *l, size_t g, double *mean, double *m2,
-                        engine_run_sums_t *rs) {
+                        const affine_t *a, const layout_t *l, size_t g,
+                        double *mean, double *m2, engine_run_sums_t *rs) {
   const kern_t *k = kern_get();
   size_t chunk = CHUNK_BYTES / norm_dtype_size(x->dtype);
   size_t period = l->affine_period;
-  if (dy) { /* runs of one weight entry, at most one run end inside a chunk */
-    if (dy->dtype != x->dtype || period == 1 || l->seg_len % period != 0 ||
+  int rows = period == 1;
+  /* rows: their weights prepared as doubles (or none) */
+  const double *w = rows && a && a->weight ? a->w : NULL;
+  if (dy && rows) { /* the whole segment one piece */
+    if (dy->dtype != x->dtype || !engine_row_sums_fused(x->dtype) ||
+        (a && a->weight && w == NULL))
+      return 0;
+    rs->runs = 1;
+    rs->dy[0] = rs->dyx[0] = 0.0;
+  } else if (dy) { /* runs of one weight entry, at most one run end inside a chunk */
+    if (dy->dtype != x->dtype || l->seg_len % period != 0 ||
         l->seg_len / period > ENGINE_RUNS)
       return 0;
     for (size_t j = 0; j < l->seg_len; j += chunk) {
@@ -126,11 +146,13 @@ int engine_moments_sums(const norm_tensor_t *x, const norm_tensor_t *dy,
     size_t base = g * l->group_stride + seg * l->seg_stride;
     for (size_t j = 0; j < l->seg_len; j += chunk) {
       size_t n = l->seg_len - j < chunk ? l->seg_len - j : chunk;
-      size_t run = dy ? j / period : 0, cut = (run + 1) * period - j;
+      size_t run = dy && !rows ? j / period : 0;
+      size_t cut = rows ? n : (run + 1) * period - j;
       double c[2], m, sums[4];
+      const double *wj = w ? w + (g % l->affine_mod) * l->affine_mul + j : NULL;
       double mu = chunk_moments(k, x->dtype, elem(x, base + j), n,
                                 dy ? elem(dy, base + j) : NULL,
-                                cut < n ? cut : n, c, &m, sums);
+                                cut < n ? cut : n, rows, wj, c, &m, sums);
       if (acc.count == 0) shift = mu;
       if (dy) {
         double d = shift - mu;
@@ -150,6 +172,31 @@ int engine_moments_sums(const norm_tensor_t *x, const norm_tensor_t *dy,
   *mean = shift + acc.mean;
   *m2 = acc.m2;
   if (dy) rs->ref = shift;
+  return 1;
+}
+
+int engine_sumsq_sums(const norm_tensor_t *x, const norm_tensor_t *dy,
+                      const affine_t *a, const layout_t *l, size_t g,
+                      double *sq, engine_run_sums_t *rs) {
+  const double *w = a && a->weight ? a->w : NULL;
+  if (dy->dtype != x->dtype || !engine_row_sums_fused(x->dtype) ||
+      l->affine_period != 1 || (a && a->weight && w == NULL))
+    return 0;
+  const kern_t *k = kern_get();
+  const double *wg = w ? w + (g % l->affine_mod) * l->affine_mul : NULL;
+  /* engine_sumsq's sum, segment by segment in its order */
+  *sq = 0.0;
+  rs->runs = 1;
+  rs->ref = 0.0; /* RMS norm's shift: the sums need no moving */
+  rs->dy[0] = rs->dyx[0] = 0.0;
+  for (size_t seg = 0; seg < l->nseg; seg++) {
+    size_t base = g * l->group_stride + seg * l->seg_stride;
+    double sums[2];
+    *sq += k->bw_sumsq_row_sums[x->dtype](elem(x, base), elem(dy, base),
+                                          l->seg_len, wg, sums);
+    rs->dy[0] += sums[0];
+    rs->dyx[0] += sums[1];
+  }
   return 1;
 }
 

@@ -48,21 +48,15 @@ void engine_moments(const norm_tensor_t *x, const layout_t *l, size_t g,
 /* The backward's sums of a group's weight-entry runs, taken with its
  * moments (engine_moments_sums): per run of the first segment (the same
  * entries repeat in every segment), over every segment, sum(dy) and
- * sum(dy (x - ref)). */
+ * sum(dy (x - ref)). Rows (a weight per element: layer norm) are one run,
+ * its sums sum(w dy) and sum(w dy (x - ref)). */
 enum { ENGINE_RUNS = 64 };
 typedef struct {
-  size_t runs; /* runs per segment */
+  size_t runs; /* runs per segment; 1 for rows */
   double ref;
   double dy[ENGINE_RUNS], dyx[ENGINE_RUNS];
 } engine_run_sums_t;
-/* engine_moments, the same bits, and with dy not NULL the run sums of dy
- * in the same pass over x (it is read once for both). Returns 0, having
- * computed nothing, where the layout does not allow that: rows (a weight
- * per element), dy of another dtype than x, more than ENGINE_RUNS runs
- * per segment, or runs so short that a moments chunk holds two run ends. */
-int engine_moments_sums(const norm_tensor_t *x, const norm_tensor_t *dy,
-                        const layout_t *l, size_t g, double *mean, double *m2,
-                        engine_run_sums_t *rs);
+
 /* sum(x^2) of group g, in double. */
 double engine_sumsq(const norm_tensor_t *x, const layout_t *l, size_t g);
 
@@ -89,6 +83,26 @@ typedef struct {
   const float *wf, *bf;
   float wfbuf[ENGINE_PREP], bfbuf[ENGINE_PREP];
 } affine_t;
+/* engine_moments, the same bits, and with dy not NULL the run sums of dy
+ * in the same pass over x (it is read once for both); for rows weighted
+ * by a's prepared weights (a NULL, or no weight: 1). Returns 0, having
+ * computed nothing, where the layout does not allow that: dy of another
+ * dtype than x, rows of bfloat16 or whose weight engine_affine_init did
+ * not prepare, more
+ * than ENGINE_RUNS runs per segment, or runs so short that a moments chunk
+ * holds two run ends. */
+int engine_moments_sums(const norm_tensor_t *x, const norm_tensor_t *dy,
+                        const affine_t *a, const layout_t *l, size_t g,
+                        double *mean, double *m2, engine_run_sums_t *rs);
+/* engine_sumsq's sum (the same bits) in *sq, and RMS norm's row sums in
+ * the same pass: sum(w dy) and sum(w dy x) (ref 0), weighted by a's
+ * prepared weights (a NULL, or no weight: 1). Returns 0, having computed
+ * nothing, for dy of another dtype than x, bfloat16 (as
+ * engine_moments_sums), a layout other than rows, or a weight
+ * engine_affine_init did not prepare. */
+int engine_sumsq_sums(const norm_tensor_t *x, const norm_tensor_t *dy,
+                      const affine_t *a, const layout_t *l, size_t g,
+                      double *sq, engine_run_sums_t *rs);
 void engine_affine_init(affine_t *a, const layout_t *l,
                         const norm_tensor_t *weight, const norm_tensor_t *bias);
 

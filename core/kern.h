@@ -82,12 +82,31 @@ typedef struct {
   void (*bw_centered_sums[KDT])(const void *x, const void *dy, size_t n,
                                 double mu, size_t cut, double out[2],
                                 double sums[4]);
+  /* bw_centered_row_sums: centered's out (the same bits) and, around the
+   * same mu, sums[0] = sum(w dy), sums[1] = sum(w dy (x - mu)), a weight
+   * per element (w; NULL: 1), in one pass (layer norm's moments with its
+   * sums). */
+  void (*bw_centered_row_sums[KDT])(const void *x, const void *dy, size_t n,
+                                    double mu, const double *w, double out[2],
+                                    double sums[2]);
+  /* bw_sumsq_row_sums: sumsq's result (the same bits) and sums[0] =
+   * sum(w dy), sums[1] = sum(w dy x), a weight per element (w; NULL: 1),
+   * in one pass (RMS norm's mean square with its sums). */
+  double (*bw_sumsq_row_sums[KDT])(const void *x, const void *dy, size_t n,
+                                   const double *w, double sums[2]);
   void (*bw_row_sums[KDT])(const void *x, const void *dy, size_t n,
                            double shift, double s, const double *w, double *gw,
                            double *gb, double out[2]);
   void (*bw_dx[KDT])(const void *x, const void *dy, void *dx, size_t n,
                      double shift, double s, double w, const double *wv,
                      double mean_g, double c, int spread, int stream);
+  /* bw_dx_grads: bw_dx for rows with the spread term (wv NULL: w = 1), and
+   * on the way bw_row_sums' gw[i] += dy xhat, gb[i] += dy (either NULL),
+   * the same bits as those (the rows' sums taken with the moments). */
+  void (*bw_dx_grads[KDT])(const void *x, const void *dy, void *dx, size_t n,
+                           double shift, double s, const double *wv,
+                           double mean_g, double c, double *gw, double *gb,
+                           int stream);
 } kern_t;
 
 extern const kern_t kern_base;

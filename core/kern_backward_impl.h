@@ -85,6 +85,9 @@ DEF_LD2(bf16, uint16_t)
  * not change a bit), so that fewer values are live at once: the twelve
  * accumulators and mu stay in the sixteen AVX2 registers. */
 #define BW_CENTERED_HALF(dt, dy_too, at, da, db, qa, qb)                       \
+  BW_CENTERED_HALF_W(dt, dy_too, 0, (const double *)0, at, da, db, qa, qb)
+/* ... and with `has_w` dy times the rows' weight w[i] (bw_centered_row_sums) */
+#define BW_CENTERED_HALF_W(dt, dy_too, has_w, wp, at, da, db, qa, qb)          \
   do {                                                                         \
     vd va = ld_##dt(x + (at)) - mu, vb = ld_##dt(x + (at) + VW) - mu;          \
     da += va;                                                                  \
@@ -94,6 +97,10 @@ DEF_LD2(bf16, uint16_t)
     if (dy_too) {                                                              \
       vd ea, eb;                                                               \
       ld2_##dt(dy + (at), &ea, &eb);                                           \
+      if (has_w) {                                                             \
+        ea *= ld_f64((wp) + (at));                                             \
+        eb *= ld_f64((wp) + (at) + VW);                                        \
+      }                                                                        \
       g += ea + eb;                                                            \
       p0 = vfma(ea, va, p0);                                                   \
       p1 = vfma(eb, vb, p1);                                                   \
@@ -112,6 +119,28 @@ DEF_LD2(bf16, uint16_t)
     piece[k] += e;                                                             \
     piece[k + 1] = sfma(e, v, piece[k + 1]);                                   \
   }
+/* centered's tail (kern_impl.h) from i on, its four accumulators merged
+ * as it merges them: out[0], out[1] with its bits. */
+#define BW_CENTERED_TAIL(dt)                                                   \
+  do {                                                                         \
+    d0 += d2;                                                                  \
+    d1 += d3;                                                                  \
+    q0 += q2;                                                                  \
+    q1 += q3;                                                                  \
+    for (; i + VW <= n; i += VW) {                                             \
+      vd v = ld_##dt(x + i) - mu;                                              \
+      d0 += v;                                                                 \
+      q0 = vfma(v, v, q0);                                                     \
+    }                                                                          \
+    double dev = hsum(d0 + d1), sq = hsum(q0 + q1);                            \
+    for (; i < n; i++) {                                                       \
+      double v = e_##dt(x + i) - mu;                                           \
+      dev += v;                                                                \
+      sq = sfma(v, v, sq);                                                     \
+    }                                                                          \
+    out[0] = dev;                                                              \
+    out[1] = sq;                                                               \
+  } while (0)
 #define DEF_BW_CENTERED_SUMS(dt, T)                                            \
   static void KFN(bw_centered_sums_##dt)(const void *xv, const void *dyv,      \
                                          size_t n, double mu, size_t cut,      \
@@ -140,24 +169,107 @@ DEF_LD2(bf16, uint16_t)
     piece[at] += hsum(g);                                                      \
     piece[at + 1] += hsum(p0 + p1);                                            \
     BW_PIECES_SCALAR(dt, i, n) /* dy's tail */                                 \
-    d0 += d2; /* from here on centered's tail */                               \
-    d1 += d3;                                                                  \
-    q0 += q2;                                                                  \
-    q1 += q3;                                                                  \
-    for (; i + VW <= n; i += VW) {                                             \
-      vd v = ld_##dt(x + i) - mu;                                              \
-      d0 += v;                                                                 \
-      q0 = vfma(v, v, q0);                                                     \
-    }                                                                          \
-    double dev = hsum(d0 + d1), sq = hsum(q0 + q1);                            \
-    for (; i < n; i++) {                                                       \
-      double v = e_##dt(x + i) - mu;                                           \
-      dev += v;                                                                \
-      sq = sfma(v, v, sq);                                                     \
-    }                                                                          \
-    out[0] = dev;                                                              \
-    out[1] = sq;                                                               \
+    BW_CENTERED_TAIL(dt);                                                      \
     memcpy(sums, piece, sizeof piece);                                         \
+  }
+
+/* bw_centered_sums for a row with a weight per element (w; NULL: 1):
+ * centered's out (the same bits, as above) and around the same mu
+ * sums[0] = sum(w dy), sums[1] = sum(w dy (x - mu)), w dy rounded first as
+ * bw_row_sums has it. Layer norm's moments with its sums in one pass. */
+#define DEF_BW_CENTERED_ROW_SUMS(dt, T)                                        \
+  KINLINE void KFN(bw_centered_row_sums_loop_##dt)(                            \
+      const T *x, const T *dy, size_t n, double mu, const double *w,           \
+      double out[2], double sums[2], const int has_w) {                        \
+    vd d0 = {0}, d1 = {0}, d2 = {0}, d3 = {0};                                 \
+    vd q0 = {0}, q1 = {0}, q2 = {0}, q3 = {0};                                 \
+    vd g = {0}, p0 = {0}, p1 = {0};                                            \
+    size_t i = 0;                                                              \
+    for (; i + 4 * VW <= n; i += 4 * VW) {                                     \
+      BW_CENTERED_HALF_W(dt, 1, has_w, w, i, d0, d1, q0, q1);                     \
+      BW_CENTERED_HALF_W(dt, 1, has_w, w, i + 2 * VW, d2, d3, q2, q3);            \
+    }                                                                          \
+    double sg = hsum(g), sp = hsum(p0 + p1);                                   \
+    for (size_t t = i; t < n; t++) { /* dy's tail */                           \
+      double e = e_##dt(dy + t), v = e_##dt(x + t) - mu;                       \
+      if (has_w) e *= w[t];                                                    \
+      sg += e;                                                                 \
+      sp = sfma(e, v, sp);                                                     \
+    }                                                                          \
+    BW_CENTERED_TAIL(dt);                                                      \
+    sums[0] = sg;                                                              \
+    sums[1] = sp;                                                              \
+  }                                                                            \
+  static void KFN(bw_centered_row_sums_##dt)(const void *x, const void *dy,    \
+                                             size_t n, double mu,              \
+                                             const double *w, double out[2],   \
+                                             double sums[2]) {                 \
+    if (w)                                                                     \
+      KFN(bw_centered_row_sums_loop_##dt)(x, dy, n, mu, w, out, sums, 1);      \
+    else                                                                       \
+      KFN(bw_centered_row_sums_loop_##dt)(x, dy, n, mu, w, out, sums, 0);      \
+  }
+
+/* sumsq (kern_impl.h) and RMS norm's sums in one pass over a row: returns
+ * sum(x^2) computed exactly as sumsq does (the same four accumulators,
+ * merged in the same order, the same tails: the same bits, so the
+ * backward's mean square stays the forward's; check_kern compares them),
+ * and beside it sums[0] = sum(w dy), sums[1] = sum(w dy x), a weight per
+ * element (w; NULL: 1), w dy rounded first as bw_row_sums has it. */
+#define DEF_BW_SUMSQ_ROW_SUMS(dt, T)                                           \
+  KINLINE double KFN(bw_sumsq_row_sums_loop_##dt)(                             \
+      const T *x, const T *dy, size_t n, const double *w, double sums[2],      \
+      const int has_w) {                                                       \
+    vd a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};                                 \
+    vd g = {0}, p0 = {0}, p1 = {0};                                            \
+    size_t i = 0;                                                              \
+    for (; i + 4 * VW <= n; i += 4 * VW) {                                     \
+      vd v0, v1, v2, v3, e0, e1, e2, e3;                                       \
+      ld2_##dt(x + i, &v0, &v1);                                               \
+      ld2_##dt(x + i + 2 * VW, &v2, &v3);                                      \
+      a0 += v0 * v0;                                                           \
+      a1 += v1 * v1;                                                           \
+      a2 += v2 * v2;                                                           \
+      a3 += v3 * v3;                                                           \
+      ld2_##dt(dy + i, &e0, &e1);                                              \
+      ld2_##dt(dy + i + 2 * VW, &e2, &e3);                                     \
+      if (has_w) {                                                             \
+        e0 *= ld_f64(w + i);                                                   \
+        e1 *= ld_f64(w + i + VW);                                              \
+        e2 *= ld_f64(w + i + 2 * VW);                                          \
+        e3 *= ld_f64(w + i + 3 * VW);                                          \
+      }                                                                        \
+      g += (e0 + e1) + (e2 + e3);                                              \
+      p0 = vfma(e0, v0, p0);                                                   \
+      p1 = vfma(e1, v1, p1);                                                   \
+      p0 = vfma(e2, v2, p0);                                                   \
+      p1 = vfma(e3, v3, p1);                                                   \
+    }                                                                          \
+    for (; i + VW <= n; i += VW) {                                             \
+      vd v = ld_##dt(x + i), e = ld_##dt(dy + i);                              \
+      a0 += v * v;                                                             \
+      if (has_w) e *= ld_f64(w + i);                                           \
+      g += e;                                                                  \
+      p0 = vfma(e, v, p0);                                                     \
+    }                                                                          \
+    double sq = hsum((a0 + a1) + (a2 + a3));                                   \
+    double sg = hsum(g), sp = hsum(p0 + p1);                                   \
+    for (; i < n; i++) {                                                       \
+      double v = e_##dt(x + i), e = e_##dt(dy + i);                            \
+      sq += v * v;                                                             \
+      if (has_w) e *= w[i];                                                    \
+      sg += e;                                                                 \
+      sp = sfma(e, v, sp);                                                     \
+    }                                                                          \
+    sums[0] = sg;                                                              \
+    sums[1] = sp;                                                              \
+    return sq;                                                                 \
+  }                                                                            \
+  static double KFN(bw_sumsq_row_sums_##dt)(const void *x, const void *dy,     \
+                                            size_t n, const double *w,         \
+                                            double sums[2]) {                  \
+    return w ? KFN(bw_sumsq_row_sums_loop_##dt)(x, dy, n, w, sums, 1)          \
+             : KFN(bw_sumsq_row_sums_loop_##dt)(x, dy, n, w, sums, 0);         \
   }
 
 /* The sums of a row with a weight per element (w; NULL: 1), xhat =
@@ -300,14 +412,105 @@ DEF_LD2(bf16, uint16_t)
                                 wv ? wv[i] : w, sfma));                        \
   }
 
+/* bw_dx for rows (layer and RMS norm: a weight per element, the spread
+ * term always) and on the way the gradients of their weight and bias,
+ * gw[i] += dy xhat and gb[i] += dy (either NULL), xhat = (x - shift) s as
+ * bw_row_sums has them (the same bits from the same shift and s): dy and
+ * x are in registers for dx anyway, so when the sums were taken with the
+ * moments (bw_centered_row_sums) x and dy are read twice per row, not
+ * three times. dx as bw_dx gives it (w = wv[i], or 1 where wv is NULL).
+ * dx may alias dy. */
+#define BW_DX_GRADS_ELEM(dt, t)                                                \
+  do {                                                                         \
+    double xe = e_##dt(x + (t)), de = e_##dt(dy + (t));                        \
+    if (gw) gw[t] = sfma(de, (xe - shift) * s, gw[t]);                         \
+    if (gb) gb[t] += de;                                                       \
+    s_##dt(dx + (t), BW_DX_ELEM(xe, de, wv ? wv[t] : 1.0, sfma));              \
+  } while (0)
+#define BW_DX_GRADS_VEC(dt, at, xa, da, ra)                                    \
+  do {                                                                         \
+    if (has_gw)                                                                \
+      st_f64(gw + (at), vfma(da, (xa - shift) * s, ld_f64(gw + (at))));        \
+    if (has_gb) st_f64(gb + (at), ld_f64(gb + (at)) + da);                     \
+    if (stream)                                                                \
+      st_##dt##_nt(dx + (at), ra);                                             \
+    else                                                                       \
+      st_##dt(dx + (at), ra);                                                  \
+  } while (0)
+#define DEF_BW_DX_GRADS(dt, T)                                                 \
+  KINLINE size_t KFN(bw_dx_grads_loop_##dt)(                                   \
+      const T *x, const T *dy, T *dx, size_t i, size_t n, double shift,        \
+      double s, const double *wv, double mean_g, double c, double *gw,         \
+      double *gb, const int has_wv, const int has_gw, const int has_gb,        \
+      const int stream) {                                                      \
+    const double sc = s * c;                                                   \
+    const int spread = 1;                                                      \
+    const vd one = splat_d(1.0);                                               \
+    for (; i + 2 * VW <= n; i += 2 * VW) {                                     \
+      vd x0 = ld_##dt(x + i), x1 = ld_##dt(x + i + VW);                        \
+      vd d0 = ld_##dt(dy + i), d1 = ld_##dt(dy + i + VW);                      \
+      vd r0 = BW_DX_ELEM(x0, d0, has_wv ? ld_f64(wv + i) : one, vfma_s);       \
+      vd r1 = BW_DX_ELEM(x1, d1, has_wv ? ld_f64(wv + i + VW) : one, vfma_s);  \
+      BW_DX_GRADS_VEC(dt, i, x0, d0, r0);                                      \
+      BW_DX_GRADS_VEC(dt, i + VW, x1, d1, r1);                                 \
+    }                                                                          \
+    return i;                                                                  \
+  }                                                                            \
+  static void KFN(bw_dx_grads_##dt)(const void *xv, const void *dyv,           \
+                                    void *dxv, size_t n, double shift,         \
+                                    double s, const double *wv, double mean_g, \
+                                    double c, double *gw, double *gb,          \
+                                    int stream) {                              \
+    const T *x = xv, *dy = dyv;                                                \
+    T *dx = dxv;                                                               \
+    const double sc = s * c;                                                   \
+    const int spread = 1;                                                      \
+    size_t i = 0, v = 0;                                                       \
+    stream = stream && KERN_NT;                                                \
+    if (stream) /* align dx for the streaming stores; the head is scalar */    \
+      v = head_to_align(dx, sizeof(T), n);                                     \
+    for (; i < v; i++) BW_DX_GRADS_ELEM(dt, i);                                \
+    /* layer norm's cases (a weight or not, both gradients) and RMS norm's \
+     * (the weight's only), streamed or not; the rest in one loop */          \
+    int both = gw && gb, gw_only = gw && !gb;                                  \
+    if (stream && both && wv)                                                  \
+      i = KFN(bw_dx_grads_loop_##dt)(x, dy, dx, i, n, shift, s, wv, mean_g, c, \
+                                     gw, gb, 1, 1, 1, 1);                      \
+    else if (stream && both)                                                   \
+      i = KFN(bw_dx_grads_loop_##dt)(x, dy, dx, i, n, shift, s, wv, mean_g, c, \
+                                     gw, gb, 0, 1, 1, 1);                      \
+    else if (stream && gw_only && wv)                                          \
+      i = KFN(bw_dx_grads_loop_##dt)(x, dy, dx, i, n, shift, s, wv, mean_g, c, \
+                                     gw, gb, 1, 1, 0, 1);                      \
+    else if (!stream && both && wv)                                            \
+      i = KFN(bw_dx_grads_loop_##dt)(x, dy, dx, i, n, shift, s, wv, mean_g, c, \
+                                     gw, gb, 1, 1, 1, 0);                      \
+    else if (!stream && both)                                                  \
+      i = KFN(bw_dx_grads_loop_##dt)(x, dy, dx, i, n, shift, s, wv, mean_g, c, \
+                                     gw, gb, 0, 1, 1, 0);                      \
+    else if (!stream && gw_only && wv)                                         \
+      i = KFN(bw_dx_grads_loop_##dt)(x, dy, dx, i, n, shift, s, wv, mean_g, c, \
+                                     gw, gb, 1, 1, 0, 0);                      \
+    else                                                                       \
+      i = KFN(bw_dx_grads_loop_##dt)(x, dy, dx, i, n, shift, s, wv, mean_g, c, \
+                                     gw, gb, wv != 0, gw != 0, gb != 0,        \
+                                     stream);                                  \
+    if (stream) stream_fence();                                                \
+    (void)sc, (void)spread;                                                    \
+    for (; i < n; i++) BW_DX_GRADS_ELEM(dt, i);                                \
+  }
+
 /* vfma with a scalar b, broadcast */
 KINLINE vd vfma_s(vd a, double b, vd c) { return vfma(a, splat_d(b), c); }
 
 #define DEF_BACKWARD(dt, T)                                                    \
   DEF_BW_SUMS(dt, T)                                                           \
   DEF_BW_CENTERED_SUMS(dt, T)                                                  \
+  DEF_BW_CENTERED_ROW_SUMS(dt, T)                                              \
+  DEF_BW_SUMSQ_ROW_SUMS(dt, T)                                                 \
   DEF_BW_ROW_SUMS(dt, T)                                                       \
-  DEF_BW_DX(dt, T)
+  DEF_BW_DX(dt, T)                                                             \
+  DEF_BW_DX_GRADS(dt, T)
 
 DEF_BACKWARD(f32, float)
 DEF_BACKWARD(f64, double)
@@ -468,6 +671,8 @@ static void KFN(bw_dx_bf16_f)(const void *xv, const void *dyv, void *dxv,
 /* The entries of the table (kern_impl.h's KERN_TABLE). */
 #define KERN_BACKWARD_ENTRIES                                                  \
   .bw_sums = KVEC(bw_sums), .bw_centered_sums = KVEC(bw_centered_sums),       \
-  .bw_row_sums = KVEC(bw_row_sums),                                            \
+  .bw_centered_row_sums = KVEC(bw_centered_row_sums),                          \
+  .bw_sumsq_row_sums = KVEC(bw_sumsq_row_sums),                                \
+  .bw_row_sums = KVEC(bw_row_sums), .bw_dx_grads = KVEC(bw_dx_grads),          \
   .bw_dx = {[NORM_F32] = KFN(bw_dx_f32), [NORM_F64] = KFN(bw_dx_f64),          \
             [NORM_F16] = KFN(bw_dx_f16), [NORM_BF16] = BW_DX_BF16},

@@ -68,10 +68,16 @@ int norm_rms_backward_rows(const norm_tensor_t *x, const norm_tensor_t *dy,
   affine_t aff;
   engine_affine_init(&aff, &l, weight, NULL);
   for (size_t g = begin; g < end; g++) {
-    double ms = engine_sumsq(x, &l, g) / count;
+    double sq;
+    engine_run_sums_t sums, *pre = &sums; /* taken with sum(x^2) */
+    if (!engine_sumsq_sums(x, dy, &aff, &l, g, &sq, pre)) {
+      sq = engine_sumsq(x, &l, g);
+      pre = NULL;
+    }
+    double ms = sq / count;
     double rstd = engine_rstd(ms, p->eps), s = engine_scale(ms, p->eps, rstd);
     engine_backward(x, dy, &aff, dx, &l, g, 0.0, s, ENGINE_BW_SPREAD,
-                    s / count, grads, NULL);
+                    s / count, grads, pre);
     if (stats && stats->rms) stats->rms[g] = sqrt(ms);
     if (stats && stats->rstd) stats->rstd[g] = rstd;
   }

@@ -645,6 +645,14 @@ START_TEST(test_reference_long_groups) {
       c.xt = c.dxt = NORM_F64;
       run_case(&c, NULL);
     }
+  /* rows across moments chunks (4096 floats, 2048 doubles): the sums
+   * taken with the moments are moved from each chunk's shift to the
+   * first's, then to the mean */
+  c = bcase(K_LAYER, 2, SHAPE(2, 9000));
+  c.xt = c.dxt = NORM_F32;
+  run_case(&c, NULL);
+  c.xt = c.dxt = NORM_F64;
+  run_case(&c, NULL);
   c = bcase(K_RMS, 2, SHAPE(2, 5000));
   run_case(&c, NULL);
   c.xt = NORM_BF16, c.wt = NORM_F16;
