@@ -1,11 +1,17 @@
 /* backward.c -- internal: the one mechanism behind every norm's gradient
  * (engine.h). A normalization is y = (x - shift) * s * w + b over each
- * group of its layout; its backward is two passes over the group in
- * double: the sums of g = w * dy and of g * xhat (with the weight and
- * bias gradients on the way), then dx element by element, each pass the
- * vector loops of kern.h (bw_*) over runs that share one weight entry (a
- * scalar w) or over rows with a weight per element. Each norm's own
- * file says what shift, s and the coefficient of its variance term are. */
+ * group of its layout; its backward needs, in double, the sums of g = w *
+ * dy and of g * xhat, then dx element by element (with the weight and
+ * bias gradients), each the vector loops of kern.h (bw_*) over runs that
+ * share one weight entry (a scalar w) or over rows with a weight per
+ * element. Where the caller took the sums in its moments' pass (`pre`,
+ * engine_moments_sums / engine_sumsq_sums: around that pass's shift, moved
+ * here to the mean), x and dy are read twice per group -- moments with the
+ * sums, then dx, which for rows also adds up the weight gradients
+ * (bw_dx_grads); otherwise (non-finite sums, mixed dtypes, unprepared row
+ * weights, bfloat16 rows) a sums pass of its own comes first, three reads.
+ * Each norm's own file says what shift, s and the coefficient of its
+ * variance term are. */
 #include <math.h>
 #include <string.h>
 
