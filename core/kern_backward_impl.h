@@ -119,28 +119,6 @@ DEF_LD2(bf16, uint16_t)
     piece[k] += e;                                                             \
     piece[k + 1] = sfma(e, v, piece[k + 1]);                                   \
   }
-/* centered's tail (kern_impl.h) from i on, its four accumulators merged
- * as it merges them: out[0], out[1] with its bits. */
-#define BW_CENTERED_TAIL(dt)                                                   \
-  do {                                                                         \
-    d0 += d2;                                                                  \
-    d1 += d3;                                                                  \
-    q0 += q2;                                                                  \
-    q1 += q3;                                                                  \
-    for (; i + VW <= n; i += VW) {                                             \
-      vd v = ld_##dt(x + i) - mu;                                              \
-      d0 += v;                                                                 \
-      q0 = vfma(v, v, q0);                                                     \
-    }                                                                          \
-    double dev = hsum(d0 + d1), sq = hsum(q0 + q1);                            \
-    for (; i < n; i++) {                                                       \
-      double v = e_##dt(x + i) - mu;                                           \
-      dev += v;                                                                \
-      sq = sfma(v, v, sq);                                                     \
-    }                                                                          \
-    out[0] = dev;                                                              \
-    out[1] = sq;                                                               \
-  } while (0)
 #define DEF_BW_CENTERED_SUMS(dt, T)                                            \
   static void KFN(bw_centered_sums_##dt)(const void *xv, const void *dyv,      \
                                          size_t n, double mu, size_t cut,      \
@@ -169,7 +147,7 @@ DEF_LD2(bf16, uint16_t)
     piece[at] += hsum(g);                                                      \
     piece[at + 1] += hsum(p0 + p1);                                            \
     BW_PIECES_SCALAR(dt, i, n) /* dy's tail */                                 \
-    BW_CENTERED_TAIL(dt);                                                      \
+    CENTERED_TAIL(dt);                                                         \
     memcpy(sums, piece, sizeof piece);                                         \
   }
 
@@ -196,7 +174,7 @@ DEF_LD2(bf16, uint16_t)
       sg += e;                                                                 \
       sp = sfma(e, v, sp);                                                     \
     }                                                                          \
-    BW_CENTERED_TAIL(dt);                                                      \
+    CENTERED_TAIL(dt);                                                         \
     sums[0] = sg;                                                              \
     sums[1] = sp;                                                              \
   }                                                                            \

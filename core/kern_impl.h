@@ -263,6 +263,31 @@ KINLINE double hsum(vd v) {
 
 /* ---- reductions, one set per input dtype ---------------------------------- */
 
+/* centered's tail from i on: its four accumulators merged, the last
+ * whole vectors, the scalar rest, into out[0] = sum(x - mu), out[1] =
+ * sum((x - mu)^2). bw_centered_sums and bw_centered_row_sums
+ * (kern_backward_impl.h) end with it too: S1 and S2 with centered's bits. */
+#define CENTERED_TAIL(dt)                                                      \
+  do {                                                                         \
+    d0 += d2;                                                                  \
+    d1 += d3;                                                                  \
+    q0 += q2;                                                                  \
+    q1 += q3;                                                                  \
+    for (; i + VW <= n; i += VW) {                                             \
+      vd v = ld_##dt(x + i) - mu;                                              \
+      d0 += v;                                                                 \
+      q0 = vfma(v, v, q0);                                                     \
+    }                                                                          \
+    double dev = hsum(d0 + d1), sq = hsum(q0 + q1);                            \
+    for (; i < n; i++) {                                                       \
+      double v = e_##dt(x + i) - mu;                                           \
+      dev += v;                                                                \
+      sq = sfma(v, v, sq);                                                     \
+    }                                                                          \
+    out[0] = dev;                                                              \
+    out[1] = sq;                                                               \
+  } while (0)
+
 #define DEF_READ(dt, T)                                                        \
   static double KFN(sum_##dt)(const void *xv, size_t n) {                      \
     const T *x = xv;                                                           \
@@ -320,23 +345,7 @@ KINLINE double hsum(vd v) {
       q2 = vfma(v2, v2, q2);                                                   \
       q3 = vfma(v3, v3, q3);                                                   \
     }                                                                          \
-    d0 += d2;                                                                  \
-    d1 += d3;                                                                  \
-    q0 += q2;                                                                  \
-    q1 += q3;                                                                  \
-    for (; i + VW <= n; i += VW) {                                             \
-      vd v = ld_##dt(x + i) - mu;                                              \
-      d0 += v;                                                                 \
-      q0 = vfma(v, v, q0);                                                     \
-    }                                                                          \
-    double dev = hsum(d0 + d1), sq = hsum(q0 + q1);                            \
-    for (; i < n; i++) {                                                       \
-      double v = e_##dt(x + i) - mu;                                           \
-      dev += v;                                                                \
-      sq = sfma(v, v, sq);                                                     \
-    }                                                                          \
-    out[0] = dev;                                                              \
-    out[1] = sq;                                                               \
+    CENTERED_TAIL(dt);                                                         \
   }                                                                            \
   static void KFN(to_double_##dt)(const void *xv, size_t n, double *dst) {     \
     const T *x = xv;                                                           \

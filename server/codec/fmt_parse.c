@@ -488,19 +488,26 @@ int fmt_parse_nonfinite(const char *s, double *out) {
  * the one most tensor text takes, keeps nothing across a call and saves
  * no registers (cachegrind: 17 instructions of prologue and epilogue per
  * number with these inline). */
+/* The double of the scanned text d (the n bytes at s) by Eisel-Lemire,
+ * or when that cannot decide, by the exact path. */
+FMT__HOT size_t double_past_clinger(const char *s, size_t n, const fmt__scan_t *d,
+                                    double *out) {
+  uint64_t bits;
+  parse_tables_ready();
+  if (!decimal_to_binary(d, &binary64, &bits)) {
+    *out = slow_double(s, n);
+    return n;
+  }
+  bits |= (uint64_t)d->neg << 63;
+  memcpy(out, &bits, sizeof bits);
+  return n;
+}
+
 __attribute__((noinline)) size_t fmt__parse_double_rest(const char *s, size_t n,
                                                           double *out, uint64_t w,
                                                           int64_t q, int neg) {
   const fmt__scan_t d = {.w = w, .q = q, .neg = neg, .truncated = 0};
-  uint64_t bits;
-  parse_tables_ready();
-  if (!decimal_to_binary(&d, &binary64, &bits)) {
-    *out = slow_double(s, n);
-    return n;
-  }
-  bits |= (uint64_t)d.neg << 63;
-  memcpy(out, &bits, sizeof bits);
-  return n;
+  return double_past_clinger(s, n, &d, out);
 }
 
 /* fmt_parse_double for a text of more than FMT__W_DIGITS digits (leading zeros
@@ -511,19 +518,11 @@ __attribute__((noinline)) size_t fmt__parse_double_long(const char *s, size_t le
   size_t n = scan_number_long(s, len, &d);
   if (n == 0) return 0;
   double v;
-  uint64_t bits;
   if (fmt__clinger(&d, &v)) {
     *out = fmt__with_sign(v, d.neg);
     return n;
   }
-  parse_tables_ready();
-  if (!decimal_to_binary(&d, &binary64, &bits)) {
-    *out = slow_double(s, n);
-    return n;
-  }
-  bits |= (uint64_t)d.neg << 63;
-  memcpy(out, &bits, sizeof bits);
-  return n;
+  return double_past_clinger(s, n, &d, out);
 }
 
 size_t fmt_parse_double(const char *s, size_t len, double *out) {
