@@ -97,9 +97,10 @@ DEF_LD2(bf16, uint16_t)
     if (dy_too) {                                                              \
       vd ea, eb;                                                               \
       ld2_##dt(dy + (at), &ea, &eb);                                           \
-      if (has_w) {                                                             \
-        ea *= ld_f64((wp) + (at));                                             \
-        eb *= ld_f64((wp) + (at) + VW);                                        \
+      if (has_w) { /* (through a variable: wp is a literal NULL without) */    \
+        const double *w_ = (wp);                                               \
+        ea *= ld_f64(w_ + (at));                                               \
+        eb *= ld_f64(w_ + (at) + VW);                                          \
       }                                                                        \
       g += ea + eb;                                                            \
       p0 = vfma(ea, va, p0);                                                   \

@@ -74,11 +74,12 @@ static int number_text(double v, norm_dtype_t dtype, char *out) {
     memcpy(out, h->text, h->len);
     return h->len;
   }
-  default:
+  default: {
     /* a double past float's range (a float32 statistic such as var) is
      * infinite as a float: spelled as a string like any other infinity */
     float f = (float)v;
     return (int)fmt_float_list(&f, 1, out);
+  }
   }
 }
 

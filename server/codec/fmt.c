@@ -149,11 +149,6 @@ static int pow2_divides(uint64_t v, int q) {
   return q == 0 || (q < 64 && (v & ((1ull << q) - 1)) == 0);
 }
 
-/* The upper half of a * b. */
-FMT__HOT uint64_t mul_high(uint64_t a, uint64_t b) {
-  return (uint64_t)(((fmt__u128)a * b) >> 64);
-}
-
 /* The last step of ryu(): vr, vp and vm are the value and the bounds of
  * its rounding interval scaled by 10^-e10 (floors; vp already lowered when
  * the upper bound is exact and excluded); vr_tz says vr is exact, vm_tz
