@@ -75,12 +75,7 @@ int norm_batch_rows(const norm_tensor_t *x, const norm_tensor_t *weight,
       }
     }
     double rstd = engine_rstd(var, p->eps);
-    /* train: the mean and spread are x's own (engine_apply's float path);
-     * eval's running ones bound nothing */
-    int bounded = p->mode == NORM_TRAIN && fabs(mean) <= 1e37 &&
-                  sqrt(var * count) <= 1e37;
-    engine_apply(x, y, &l, c, mean, engine_scale(var, p->eps, rstd), &aff,
-                 bounded);
+    engine_apply(x, y, &l, c, mean, engine_scale(var, p->eps, rstd), &aff, 0);
     engine_stats_put(stats, c, mean, var, rstd);
   }
   return NORM_OK;

@@ -270,18 +270,6 @@ static const double *affine_slice(const kern_t *k, const norm_tensor_t *t,
   return tmp;
 }
 
-/* Whether a float32 run y = (x - shift) * scale * w + b may take the
- * float lanes (kern axpb_f32), given the caller's `bounded` and at most
- * 2^40 elements (engine.h has the bound these conditions buy). */
-static int axpb_float_ok(double shift, double scale, double w, double b) {
-  double a = scale * w;
-  if (!(fabs(scale) <= 1e30 && fabs(w) <= 1e30 && fabs(b) <= 1.0)) return 0;
-  if (!(a == 0.0 || (fabs(a) >= 0x1p-100 && fabs(a) <= 0x1p100))) return 0;
-  float hi = (float)shift, lo = (float)(shift - (double)hi);
-  double tau = (shift - (double)hi) - (double)lo; /* exact */
-  return fabs(tau * a) <= 0x1p-30;
-}
-
 void engine_apply(const norm_tensor_t *x, norm_tensor_t *y, const layout_t *l,
                   size_t g, double shift, double scale, const affine_t *a,
                   int bounded) {
@@ -326,24 +314,14 @@ void engine_apply(const norm_tensor_t *x, norm_tensor_t *y, const layout_t *l,
     }
     /* runs of one weight / bias entry (the whole segment without them) */
     int plain = a->weight == NULL && a->bias == NULL;
-    int f32_runs = bounded && x->dtype == NORM_F32 && y->dtype == NORM_F32 &&
-                   numel <= ((size_t)1 << 40);
     for (size_t j = 0; j < l->seg_len;) {
       size_t kk = plain ? 0 : j / l->affine_period;
       size_t run = plain ? l->seg_len : (kk + 1) * l->affine_period - j;
       if (run > l->seg_len - j) run = l->seg_len - j;
       double w = a->weight ? norm_tensor_get(a->weight, first + kk) : 1.0;
       double b = a->bias ? norm_tensor_get(a->bias, first + kk) : 0.0;
-      if (f32_runs && axpb_float_ok(shift, scale, w, b)) {
-        size_t at = (base + j) * sizeof(float);
-        k->axpb_f32((const float *)((const char *)x->data + at),
-                    (float *)((char *)y->data + at), run, shift, scale * w, b,
-                    stream);
-      } else {
-        k->axpb[x->dtype][y->dtype](elem(x, base + j),
-                                    (char *)elem(y, base + j), run, shift,
-                                    scale * w, b, stream);
-      }
+      k->axpb[x->dtype][y->dtype](elem(x, base + j), (char *)elem(y, base + j),
+                                  run, shift, scale * w, b, stream);
       j += run;
     }
   }

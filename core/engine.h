@@ -124,23 +124,7 @@ void engine_affine_init(affine_t *a, const layout_t *l,
  * bfloat16 rows with per-element weights whose float copies exist (a->wf,
  * a->bf) run in float lanes too where the table has them (kern.h's
  * affine_bf16), with the same bits as the double path: each lane proves it
- * rounds alike or takes the double path.
- *
- * Float path for runs of one weight entry (group, instance, batch norm):
- * float32 runs with `bounded`, at most 2^40 elements, |scale| and |w| <=
- * 1e30, |b| <= 1 and a = scale * w zero or with 2^-100 <= |a| <= 2^100
- * run in float lanes (kern.h's axpb_f32): d = fl(fl(x - hi) - lo) with
- * shift = hi + lo + tau (floats hi, lo; tau exact in double, and the run
- * needs |tau a| <= 2^-30), y = fl(d (float)a + (float)c) in one fma.
- * With X = x - shift and Y = X a + b (u = 2^-24): fl(x - hi) is exact
- * (Sterbenz) or |x - hi| <= (1 + 2^-22) |X|, so d = (X (1 + e1) + tau)(1 +
- * e2), |e1| <= 1.0001u, |e2| <= u; (float)a and (float)b cost u each
- * (2^-150 absolute for a subnormal float b); the fma u |y|. Summed, |y -
- * Y| <= 4.0004u (|Y| + |b|) + 1.0002 |tau a| + 2^-149 <= 4.8e-7 max(1,
- * |Y|): inside the tests' 1e-6 max(1, |y|), not the double path's bits.
- * No intermediate overflows: |x - hi| <= 2^-23 |hi| + |X| with |hi|, |X|
- * <= 1e37 (bounded), and |d a| ~ |X scale w| <= sqrt(count) 1e30 <= 2^120
- * (|X| <= sqrt(M2), scale <= sqrt(count / M2)). */
+ * rounds alike or takes the double path. */
 void engine_apply(const norm_tensor_t *x, norm_tensor_t *y, const layout_t *l,
                   size_t g, double shift, double scale, const affine_t *a,
                   int bounded);

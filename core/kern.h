@@ -50,12 +50,6 @@ typedef struct {
    * `affine`, within 2^-22 (|(x - shift) * scale * w| + |y|). */
   void (*affine_f32)(const float *x, float *y, size_t n, double shift,
                      double scale, const float *w, const float *b, int stream);
-  /* float32 -> float32 y = (x - shift) * a + c in float lanes, for the
-   * callers that proved engine_apply's bound for it (engine.h); rounds
-   * differently from `axpb`, within 2^-22 (|y| + |c|) + |tau a| (tau: what
-   * two floats miss of shift, <= 2^-48 |shift|). */
-  void (*axpb_f32)(const float *x, float *y, size_t n, double shift,
-                   double a, double c, int stream);
   /* bfloat16 -> bfloat16 `affine` in float lanes with float weights and
    * biases, bit-identical to affine[NORM_BF16][NORM_BF16] given their
    * doubles (each lane proves it rounds as the double path, else takes

@@ -1047,41 +1047,6 @@ static void KFN(affine_f32f)(const float *x, float *y, size_t n, double shift,
   }
 }
 
-/* float32 -> float32 y = (x - shift) * a + c in float lanes (2 VW of
- * them: twice the double path's elements per instruction), for the
- * channel norms' runs of one weight entry: d = (x - hi) - lo with shift
- * = hi + lo in floats, y = fma(d, (float)a, (float)c). engine_apply
- * proves the bound before it calls this (engine.h). */
-KINLINE size_t axpb_f32f_loop(const float *x, float *y, size_t i, size_t n,
-                              vF vhi, vF vlo, vF va, vF vc, const int stream) {
-  for (; i + 2 * FW <= n; i += 2 * FW) {
-    vF d0 = ld_vF(x + i) - vhi - vlo, d1 = ld_vF(x + i + FW) - vhi - vlo;
-    stF(y + i, fmaF(d0, va, vc), stream);
-    stF(y + i + FW, fmaF(d1, va, vc), stream);
-  }
-  for (; i + FW <= n; i += FW)
-    stF(y + i, fmaF(ld_vF(x + i) - vhi - vlo, va, vc), stream);
-  return i;
-}
-
-static void KFN(axpb_f32f)(const float *x, float *y, size_t n, double shift,
-                           double a, double c, int stream) {
-  const float hi = (float)shift, lo = (float)(shift - (double)hi);
-  const float af = (float)a, cf = (float)c;
-  /* sign-keeping splats, as splat_d: a -0 scale or bias stays -0 */
-  const vF vhi = hi - (vF){0}, vlo = lo - (vF){0};
-  const vF va = af - (vF){0}, vc = cf - (vF){0};
-  size_t i = 0;
-  if (stream && KERN_NT) {
-    i = head_to_align(y, sizeof(float), n);
-    KFN(axpb_f32f)(x, y, i, shift, a, c, 0);
-  }
-  i = stream && KERN_NT ? axpb_f32f_loop(x, y, i, n, vhi, vlo, va, vc, 1)
-                        : axpb_f32f_loop(x, y, i, n, vhi, vlo, va, vc, 0);
-  if (stream) stream_fence();
-  for (; i < n; i++) y[i] = sfmaf((x[i] - hi) - lo, af, cf);
-}
-
 #include "kern_backward_impl.h"
 
 /* ---- the table ------------------------------------------------------------ */
@@ -1125,7 +1090,6 @@ const kern_t KERN_TABLE = {
 #endif
     .affine = KMAT(affine),
     .affine_f32 = KFN(affine_f32f),
-    .axpb_f32 = KFN(axpb_f32f),
     KERN_BACKWARD_ENTRIES
 #if KERN_BF16NE || (KERN_F16C && VW == 4)
     .affine_bf16 = KFN(affine_bf16_bf16_f),
