@@ -45,6 +45,15 @@ static int is_digit(char c) { return c >= '0' && c <= '9'; }
  * refuses them, as the general path would. */
 static int number_start(char c) { return (unsigned char)(c - '-') <= '9' - '-'; }
 
+/* Where a run of numbers goes on after the number ending at p: past a ','
+ * or a ", " (Python's json.dumps separator) when a number's first
+ * character follows; NULL when the run ends there. */
+static const char *run_next(const char *p, const char *end) {
+  if (end - p < 2 || p[0] != ',') return NULL;
+  const char *next = p + 1 + (p[1] == ' ');
+  return next < end && number_start(*next) ? next : NULL;
+}
+
 static const char *skip_ws(const char *p, const char *end) {
   while (p < end && is_ws(*p)) p++;
   return p;
@@ -192,7 +201,8 @@ value:
   } else {
     if (leaf_depth == 0) leaf_depth = depth;
     else if (leaf_depth != depth) return SCAN_REJECTED;
-    /* A run of numbers each right after a ',' (the common row: "1,2,3"):
+    /* A run of numbers each right after a ',' or ", " (the common rows:
+     * "1,2,3", and json.dumps' "1, 2, 3"):
      * one loop with the depth checked and the counts added once for the
      * run, the values' room in a local (one store per number), and the
      * whitespace skipped only where there is some. */
@@ -215,8 +225,9 @@ value:
       }
       len++;
       p += n;
-      if (end - p < 2 || p[0] != ',' || !number_start(p[1])) break;
-      p++;
+      const char *next = run_next(p, end);
+      if (next == NULL) break;
+      p = next;
     }
     open_count[depth - 1] += (int64_t)(len - run_start);
     a->count += len - run_start;
@@ -333,9 +344,9 @@ value:
       if (n == 0 || isinf(pc->values[count])) return SCAN_REJECTED; /* as scan_array */
       count++;
       p += n;
-      if (end - p < 2 || p[0] != ',' || !number_start(p[1]) || count == pc->leaves)
-        break;
-      p++;
+      const char *next = run_next(p, end);
+      if (next == NULL || count == pc->leaves) break;
+      p = next;
     }
     pc->count = count;
   }

@@ -106,6 +106,9 @@ START_TEST(test_taken) {
    * bracket or a string, and goes on after them. */
   expect_taken("{\"data\":[[-1,2,-3,\"NaN\",-5],[6, -7,8 ,9,-1e1]]}", 10, 2);
   expect_taken("{\"data\":[-0.000123,0e5,-0,12345678901234567890,0.12345678,1]}", 6, 1);
+  /* ... and after ", " too (json.dumps' separator); two spaces, or a
+   * space before the ',', end it */
+  expect_taken("{\"data\": [[0.5, -1.25, 3e2, 4, \"NaN\", 6], [7,  8 , 9, -0, 1,2]]}", 12, 2);
 }
 END_TEST
 
@@ -157,6 +160,10 @@ START_TEST(test_left_to_jansson) {
   expect_left("{\"data\":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,/15]}");
   expect_left("{\"data\":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,-]}");
   expect_left("{\"data\":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,-.5]}");
+  expect_left("{\"data\":[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, -]}");
+  expect_left("{\"data\":[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 015]}");
+  expect_left("{\"data\":[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, ]}");
+  expect_left("{\"data\":[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15,]}");
   expect_left("{\"data\":[1,1e999,3,4,5,6,7,8,9,10,11,12,13,14,15]}");
   expect_left("{\"data\" " ROW16 "}");      /* no colon: not a key */
 }
