@@ -146,8 +146,13 @@ class Daemon:
             self.proc.send_signal(sig)
 
     def wait(self, timeout=EXIT_TIMEOUT):
-        """The exit code; raises subprocess.TimeoutExpired when still up."""
-        return self.proc.wait(timeout=timeout)
+        """The exit code; raises subprocess.TimeoutExpired when still up.
+        Returns once the reader has taken the last of stderr too (EOF), so
+        log() then holds every line: the process can be gone while its
+        final lines still wait in the pipe."""
+        code = self.proc.wait(timeout=timeout)
+        self._reader.join(timeout=EXIT_TIMEOUT)
+        return code
 
     def kill(self):
         """Always safe; SIGKILL by pid if still running, then reap."""
