@@ -9,9 +9,12 @@ set -euo pipefail
 build=(gcc make pkg-config libmicrohttpd-dev libjansson-dev libuv1-dev libgnutls28-dev zlib1g-dev)
 # tests/contract: PyYAML and jsonschema read and apply api/openapi.yaml, the
 # redocly linter comes from npm (node/npm below), libcurl builds examples/client.c;
-# the Python client's install test builds it in a venv with Debian's setuptools.
+# the Python client's install test builds it in a venv with Debian's setuptools;
+# python3-torch (175 MB of packages, ~40 s to install) runs the 307 black-box
+# tests that compare answers with torch and torch.autograd live (skipped without).
 test=("${build[@]}" check python3 python3-pytest python3-numpy prometheus curl openssl
-  python3-yaml python3-jsonschema libcurl4-openssl-dev python3-setuptools python3-venv)
+  python3-yaml python3-jsonschema libcurl4-openssl-dev python3-setuptools python3-venv
+  python3-torch)
 bench=("${build[@]}" wrk nginx-light python3-torch python3-numpy curl
        python3-fastapi python3-uvicorn python3-uvloop python3-httptools)
 fixtures=(python3-torch python3-numpy)
