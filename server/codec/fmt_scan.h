@@ -186,14 +186,19 @@ FMT__SCAN_HOT size_t fmt__scan_window(const char *s, fmt__scan_t *out) {
     if (n == ni) return 0; /* "1." and no digit: the number is "1" */
     w = fmt__leading_value8((a & below) | (b & ~below), n);
     d = p + n + 1;
-    for (int words = 0; n == 8; words++) { /* the digits go on */
-      if (words == 2) return 0;
+    if (n == 8) { /* the digits go on: up to 16, then up to 24 */
       uint64_t v = fmt__load8(d);
       n = fmt__leading_digits8(v);
       w = w * fmt__pow10_u32[n] + fmt__leading_value8(v, n);
       d += n;
+      if (n == 8) {
+        v = fmt__load8(d);
+        n = fmt__leading_digits8(v);
+        w = w * fmt__pow10_u32[n] + fmt__leading_value8(v, n);
+        d += n;
+        if (n == 8 || d - p - 1 > FMT__W_DIGITS) return 0; /* w wrapped: too long */
+      }
     }
-    if (d - p - 1 > FMT__W_DIGITS) return 0; /* w wrapped: too long */
     q = p + ni + 1 - d;
   } else {
     w = fmt__leading_value8(a, ni);
