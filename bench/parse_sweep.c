@@ -14,7 +14,12 @@
  * Splits the work over the CPUs; the float sweep takes tens of minutes.
  * Run: make bench-check (exit 1 on any failure), or
  *   parse_sweep [--bench] [--doubles N] [--strings N] [--float-slices K]
- * (--bench: throughput only; K of the 256 slices of float patterns). */
+ *               [--float-from A] [--float-to B]
+ * (--bench: throughput only; the float patterns in 256 slices: the first
+ * K of them, or slices A..B-1).
+ * Each text is parsed twice by fmt_parse_double: alone, and followed by
+ * one of a few separators and more text, as in a long JSON array, where
+ * the windowed scan (fmt_scan.h) reads it; both must agree. */
 #include <float.h>
 #include <math.h>
 #include <pthread.h>
@@ -53,15 +58,34 @@ static void fail(part_t *p, const char *text, const char *why) {
     snprintf(p->first, sizeof p->first, "\"%.80s\": %s", text, why);
 }
 
+/* fmt_parse_double of text (len bytes) followed by more text, as inside a
+ * long array: the text of a number must end where it ends alone, with
+ * the same double. The followers end no number: "e" and "." without a
+ * digit after them are not part of it. */
+static int padded_double(const char *text, size_t len, uint64_t pick, double *out) {
+  static const char *const followers[] = {",", "]", ", ", "\n", "e,", "E+]", ".,", "}"};
+  char buf[256];
+  const char *f = followers[pick % (sizeof followers / sizeof followers[0])];
+  size_t flen = strlen(f);
+  if (len + flen + 64 > sizeof buf) return 1;
+  memcpy(buf, text, len);
+  memcpy(buf + len, f, flen);
+  memset(buf + len + flen, '7', 64); /* more numbers' digits */
+  return fmt_parse_double(buf, len + flen + 64, out) == len;
+}
+
 /* text must be taken whole by both parsers, and agree with strtod and
  * strtof; if want is given, the double must be *want. */
 static void check_text(part_t *p, const char *text, const double *want) {
   size_t len = strlen(text);
   double d;
   float f;
+  double in_array;
   p->checked++;
   if (fmt_parse_double(text, len, &d) != len || fmt_parse_float(text, len, &f) != len)
     fail(p, text, "not taken whole");
+  else if (!padded_double(text, len, p->checked, &in_array) || !same_double(in_array, d))
+    fail(p, text, "fmt_parse_double differs followed by more text");
   else if (!same_double(d, strtod(text, NULL)))
     fail(p, text, "fmt_parse_double differs from strtod");
   else if (!same_float(f, strtof(text, NULL)))
@@ -72,18 +96,18 @@ static void check_text(part_t *p, const char *text, const double *want) {
 
 static uint64_t all_checked, all_failures; /* over every run_parts */
 
-/* Runs fn over [0, total) split into slices (the first slices_run of
+/* Runs fn over [0, total) split into slices (slices from..to-1 of
  * them), nt at a time; prints progress and the result line; returns the
  * number of failures. */
 static uint64_t run_parts(const char *name, void *(*fn)(void *), uint64_t total,
-                          int slices, int slices_run, uint64_t seed, int nt) {
+                          int slices, int from, int to, uint64_t seed, int nt) {
   uint64_t checked = 0, failures = 0;
   char first[200] = "";
-  for (int s = 0; s < slices_run; s += nt) {
+  for (int s = from; s < to; s += nt) {
     part_t parts[MAX_THREADS];
     pthread_t tid[MAX_THREADS];
     int k = 0;
-    for (; k < nt && s + k < slices_run; k++) {
+    for (; k < nt && s + k < to; k++) {
       parts[k] = (part_t){.begin = total / (uint64_t)slices * (uint64_t)(s + k),
                           .end = total / (uint64_t)slices * (uint64_t)(s + k + 1),
                           .seed = seed + 0x1000003ull * (uint64_t)(s + k)};
@@ -96,7 +120,7 @@ static uint64_t run_parts(const char *name, void *(*fn)(void *), uint64_t total,
       failures += parts[t].failures;
       if (!first[0] && parts[t].first[0]) memcpy(first, parts[t].first, sizeof first);
     }
-    fprintf(stderr, "\r%s: %3d%%", name, (s + k) * 100 / slices_run);
+    fprintf(stderr, "\r%s: %3d%%", name, (s + k - from) * 100 / (to - from));
   }
   fprintf(stderr, "\n");
   all_checked += checked;
@@ -126,12 +150,16 @@ static void *floats_run(void *arg) {
         if (fmt_parse_float(text[k], len, &f) != 0) fail(p, text[k], "taken as a number");
         continue;
       }
+      double d;
       if (fmt_parse_float(text[k], len, &f) != len)
         fail(p, text[k], "not taken whole");
       else if (!same_float(f, want))
         fail(p, text[k], "does not parse back to its float");
       else if (!same_float(strtof(text[k], NULL), want))
         fail(p, text[k], "strtof disagrees");
+      else if (!padded_double(text[k], len, i + (uint64_t)k, &d) ||
+               !same_double(d, strtod(text[k], NULL)))
+        fail(p, text[k], "fmt_parse_double in an array differs from strtod");
     }
   }
   return NULL;
@@ -353,7 +381,7 @@ static int throughput(void) {
 
 int main(int argc, char **argv) {
   uint64_t n_doubles = 100000000, n_strings = 20000000;
-  int float_slices = 256, bench_only = 0;
+  int float_from = 0, float_to = 256, bench_only = 0;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--bench") == 0)
       bench_only = 1;
@@ -362,26 +390,36 @@ int main(int argc, char **argv) {
     else if (strcmp(argv[i], "--strings") == 0 && i + 1 < argc)
       n_strings = strtoull(argv[++i], NULL, 10);
     else if (strcmp(argv[i], "--float-slices") == 0 && i + 1 < argc)
-      float_slices = atoi(argv[++i]);
+      float_to = atoi(argv[++i]);
+    else if (strcmp(argv[i], "--float-from") == 0 && i + 1 < argc)
+      float_from = atoi(argv[++i]);
+    else if (strcmp(argv[i], "--float-to") == 0 && i + 1 < argc)
+      float_to = atoi(argv[++i]);
     else {
       fprintf(stderr,
-              "usage: %s [--bench] [--doubles N] [--strings N] [--float-slices K]\n",
+              "usage: %s [--bench] [--doubles N] [--strings N] [--float-slices K] "
+              "[--float-from A] [--float-to B]\n",
               argv[0]);
       return 2;
     }
   }
-  if (float_slices < 0 || float_slices > 256) float_slices = 256;
+  if (float_to < 0 || float_to > 256) float_to = 256;
+  if (float_from < 0 || float_from > float_to) float_from = 0;
   long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
   int nt = ncpu < 1 ? 1 : ncpu > MAX_THREADS ? MAX_THREADS : (int)ncpu;
   uint64_t failures = 0;
   if (!bench_only) {
     failures += run_parts("parse_sweep: random doubles", doubles_run, n_doubles,
-                          64, 64, 1, nt);
+                          64, 0, 64, 1, nt);
     failures += run_parts("parse_sweep: random and midpoint texts", strings_run,
-                          n_strings, 64, 64, 2, nt);
-    failures += run_parts(float_slices == 256 ? "parse_sweep: every float32"
-                                              : "parse_sweep: float32 (some slices)",
-                          floats_run, 1ull << 32, 256, float_slices, 0, nt);
+                          n_strings, 64, 0, 64, 2, nt);
+    char name[80];
+    snprintf(name, sizeof name, "parse_sweep: float32, slices %d..%d of 256", float_from,
+             float_to - 1);
+    if (float_to > float_from)
+      failures += run_parts(float_from == 0 && float_to == 256 ? "parse_sweep: every float32"
+                                                               : name,
+                            floats_run, 1ull << 32, 256, float_from, float_to, 0, nt);
   }
   int bad = throughput(); /* counts as one more check */
   printf("%llu passed, %llu failed\n",

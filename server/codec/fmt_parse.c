@@ -107,44 +107,35 @@ static size_t scan_any(const char *s, size_t len, fmt__scan_t *out) {
 
 /* ---- parsing: Eisel-Lemire ----------------------------------------------- */
 
-#define POW10_MIN (-342) /* 10^19 * 10^-343 is below half of 2^-1074 */
-#define POW10_MAX 308    /* 10^309 is above DBL_MAX */
-#define POW10_COUNT (POW10_MAX - POW10_MIN + 1)
-/* 5^27 < 2^64: its 128-bit form ends in 64 zero bits */
-#define EXACT_Q_MAX 27
-
-/* 5^q = pow5_128[q - POW10_MIN] * 2^pow5_128_exp2[q - POW10_MIN], the
- * significand scaled into [2^127, 2^128): for q >= 0 the floor (exact for
- * q <= 55), for q < 0 the ceiling of 2^(127 + bits(5^-q)) / 5^-q. */
-static fmt__u128 pow5_128[POW10_COUNT];
-static int16_t pow5_128_exp2[POW10_COUNT];
+/* The tables of 5^q (fmt_scan.h declares them, for its inline first step
+ * of Eisel-Lemire). */
+fmt__u128 fmt__pow5_128[FMT__POW10_COUNT];
+int16_t fmt__pow5_128_exp2[FMT__POW10_COUNT];
 static pthread_once_t parse_tables_once = PTHREAD_ONCE_INIT;
-/* Set (release) once the tables are whole: a number past Clinger's path
- * then reads it (acquire) instead of calling pthread_once each time. */
-static atomic_int parse_tables_done;
+atomic_int fmt__parse_tables_done;
 
 static void parse_tables_init(void) {
   fmt__big_t p = {{1}}; /* 5^k */
-  for (int k = 0; k <= -POW10_MIN; k++) {
+  for (int k = 0; k <= -FMT__POW10_MIN; k++) {
     int bits = fmt__big_bits(&p);
-    if (k <= POW10_MAX) {
-      pow5_128[k - POW10_MIN] = fmt__big_window(&p, bits - 128);
-      pow5_128_exp2[k - POW10_MIN] = (int16_t)(bits - 128);
+    if (k <= FMT__POW10_MAX) {
+      fmt__pow5_128[k - FMT__POW10_MIN] = fmt__big_window(&p, bits - 128);
+      fmt__pow5_128_exp2[k - FMT__POW10_MIN] = (int16_t)(bits - 128);
     }
     if (k > 0) { /* never exact: the ceiling is the floor + 1 */
       fmt__u128 r = fmt__big_reciprocal(&p, bits, 128) + 1;
       assert(r >> 127 == 1);
-      pow5_128[-k - POW10_MIN] = r;
-      pow5_128_exp2[-k - POW10_MIN] = (int16_t)(-127 - bits);
+      fmt__pow5_128[-k - FMT__POW10_MIN] = r;
+      fmt__pow5_128_exp2[-k - FMT__POW10_MIN] = (int16_t)(-127 - bits);
     }
     fmt__big_mul_small(&p, 5);
   }
 }
 
 static void parse_tables_ready(void) {
-  if (atomic_load_explicit(&parse_tables_done, memory_order_acquire)) return;
+  if (atomic_load_explicit(&fmt__parse_tables_done, memory_order_acquire)) return;
   pthread_once(&parse_tables_once, parse_tables_init);
-  atomic_store_explicit(&parse_tables_done, 1, memory_order_release);
+  atomic_store_explicit(&fmt__parse_tables_done, 1, memory_order_release);
 }
 
 /* An IEEE binary format, and where w * 10^q (w < 2^64) surely rounds to 0
@@ -156,7 +147,7 @@ typedef struct {
   int min_q, max_q;
 } binary_format_t;
 
-static const binary_format_t binary64 = {53, 1023, 2047, POW10_MIN, POW10_MAX};
+static const binary_format_t binary64 = {53, 1023, 2047, FMT__POW10_MIN, FMT__POW10_MAX};
 /* 10^19 * 10^-65 is below half of 2^-149; 10^39 is above FLT_MAX */
 static const binary_format_t binary32 = {24, 127, 255, -64, 38};
 /* Narrowed from the double, not by Eisel-Lemire; the bounds would be:
@@ -213,13 +204,13 @@ FMT__HOT int round_product(fmt__u128 g, fmt__u128 hi, int exact, int field126,
 /* Eisel-Lemire: the bits (no sign) of w * 10^q rounded to the format, from
  * the product of w (normalized to wn in [2^63, 2^64)) and 5^q's 128-bit
  * form t: first with t's upper 64 bits alone, then if need be all of t.
- * For q in [0, EXACT_Q_MAX] the first product is exact. Otherwise t is
+ * For q in [0, FMT__EXACT_Q_MAX] the first product is exact. Otherwise t is
  * within 1 of the exact scaled 5^q, so wn * t is within wn < 2^64 of the
  * exact product, and its upper 128 bits g have g - 1 < X < g + 2 (X >= g
  * for q >= 0, where t is a floor; X < g + 1 for q < 0, a ceiling); with
  * t's upper half alone, X < g + 2^64 + 1. For q < 0, an integer X (an
  * exact value, or a tie) thus equals the full g; X is an integer when 5^-q
- * divides w. (For q > EXACT_Q_MAX there are no ties: the 54 or 25 bits of
+ * divides w. (For q > FMT__EXACT_Q_MAX there are no ties: the 54 or 25 bits of
  * a midpoint cannot hold 5^q.) Returns 0 when the rounding stays
  * undecided: a text within about 2^-70 of a midpoint (rare), or a tie with
  * q < 0 past 19 digits. */
@@ -235,17 +226,17 @@ FMT__HOT int eisel_lemire(uint64_t w, int64_t q, const binary_format_t *f,
   }
   int lz = __builtin_clzll(w);
   uint64_t wn = w << lz;
-  fmt__u128 t = pow5_128[q - POW10_MIN];
+  fmt__u128 t = fmt__pow5_128[q - FMT__POW10_MIN];
   /* w * 10^q = wn * 2^-lz * t * 2^exp2(5^q) * 2^q, and the upper 128 bits
    * of wn * t (from 2^64 on) start at 2^126: 2^(126 + 64) in wn * t. */
-  int field126 = 190 + pow5_128_exp2[q - POW10_MIN] + (int)q - lz + f->bias;
+  int field126 = 190 + fmt__pow5_128_exp2[q - FMT__POW10_MIN] + (int)q - lz + f->bias;
   fmt__u128 g = (fmt__u128)wn * (uint64_t)(t >> 64);
-  if (q >= 0 && q <= EXACT_Q_MAX)
+  if (q >= 0 && q <= FMT__EXACT_Q_MAX)
     return round_product(g, 0, 1, field126, f, bits);
   if (round_product(g, ((fmt__u128)1 << 64) + 1, 0, field126, f, bits))
     return 1;
   g += ((fmt__u128)wn * (uint64_t)t) >> 64; /* now the exact upper 128 bits */
-  int exact = q < 0 && q >= -EXACT_Q_MAX && fmt__pow5_divides(w, (int)-q);
+  int exact = q < 0 && q >= -FMT__EXACT_Q_MAX && fmt__pow5_divides(w, (int)-q);
   return round_product(g, exact ? 0 : 2, exact, field126, f, bits);
 }
 

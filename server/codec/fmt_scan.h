@@ -10,6 +10,7 @@
 #define NORMD_FMT_SCAN_H
 
 #include <float.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -45,21 +46,30 @@ static uint64_t fmt__load8(const char *p) {
   return v;
 }
 
-/* A digit byte is 0x30..0x39: high nibble 3, and still 3 after adding 6.
- * A carry out of a non-digit byte (>= 0xFA) can only spoil the bytes
- * after it, which the count never looks at. */
+/* A word whose byte is non-zero from the first non-digit byte of v on
+ * (bytes after that one may be either). With x = v ^ '0' per byte, a
+ * digit byte is x in 0..9: x + 0x76 sets the top bit of exactly the bytes
+ * x in 10..0x7f, and x's own top bit marks the rest. Only a byte x >=
+ * 0x8a carries into the next, which then comes after the first non-digit.
+ * (Five operations; the test by "high nibble 3, and 3 after adding 6"
+ * took seven.) */
+FMT__SCAN_HOT uint64_t fmt__nondigits8(uint64_t v) {
+  uint64_t x = v ^ FMT__BYTES_OF('0');
+  return (x | (x + FMT__BYTES_OF(0x76))) & FMT__BYTES_OF(0x80);
+}
+
+/* How many bytes of v lead as ASCII digits (0..8). */
 FMT__SCAN_HOT int fmt__leading_digits8(uint64_t v) {
-  uint64_t bad = ((v & FMT__BYTES_OF(0xF0)) ^ FMT__BYTES_OF(0x30)) |
-                 (((v + FMT__BYTES_OF(0x06)) & FMT__BYTES_OF(0xF0)) ^ FMT__BYTES_OF(0x30));
+  uint64_t bad = fmt__nondigits8(v);
   return bad ? __builtin_ctzll(bad) / 8 : 8;
 }
 
 /* The value of the first n (0..8) digit bytes of v. */
 FMT__SCAN_HOT uint32_t fmt__leading_value8(uint64_t v, int n) {
-  /* Digits to values (a borrow out of a later non-digit byte only spoils
-   * the bytes after it), then those n to the top: the bytes shifted in
-   * below them are leading zeros (two shifts: n = 0 shifts by 64). */
-  v = (v - FMT__BYTES_OF('0')) << (4 * (8 - n)) << (4 * (8 - n));
+  /* Digits to values (the same xor as fmt__nondigits8's), then those n
+   * to the top: the bytes shifted in below them are leading zeros (two
+   * shifts: n = 0 shifts by 64). */
+  v = (v ^ FMT__BYTES_OF('0')) << (4 * (8 - n)) << (4 * (8 - n));
   /* byte 2j becomes 10 * d(2j) + d(2j+1) (< 100: no carry) */
   v = v * 10 + (v >> 8);
   /* the four pairs p0..p3 sit in bytes 0, 2, 4, 6; multiplying p0 and p2
@@ -138,6 +148,77 @@ FMT__SCAN_HOT size_t fmt__scan_number(const char *s, size_t len, fmt__scan_t *ou
   return (size_t)(p - s);
 }
 
+/* fmt__scan_number for a text with at least FMT__WINDOW bytes readable
+ * from s (they need not belong to the number: inside a long array, the
+ * array's own text follows), for the common tensor text: an integer part
+ * of 1..7 digits, a fraction (the digits of both at most FMT__W_DIGITS),
+ * an exponent of 1..7 digits. Returns 0 for any other text (also one that
+ * is not a number, or whose number ends early: "1.", "1e+"), which
+ * fmt__scan_number then reads; else what it would return.
+ *
+ * With the bytes known to be there, nothing is checked against the end,
+ * and the integer digits, the '.' and the first fraction digits are read
+ * as one word: with a = the 8 bytes at the first digit, b = the 8 after
+ * it, and the '.' at byte ni of a, a's bytes below ni and b's from ni on
+ * are the first 8 digits without the '.'. Their count is b's, for its
+ * bytes ni..7: the bytes of b before those are digits and the '.'
+ * (0x2e), none of which carries in fmt__nondigits8. So for "-0.123456,"
+ * one digit count and one fmt__leading_value8 give w = 123456 and q = -6.
+ * Reads at most 36 bytes from s: the sign, 9 bytes (b), two more words of
+ * digits (past 8 + 16 digits the text is too long anyway), an exponent's
+ * 'e' and sign and its word. */
+#define FMT__WINDOW 40
+FMT__SCAN_HOT size_t fmt__scan_window(const char *s, fmt__scan_t *out) {
+  int neg = *s == '-';
+  const char *p = s + neg;
+  uint64_t a = fmt__load8(p), a_bad = fmt__nondigits8(a);
+  /* no digit first, or more than 7: the general scan */
+  if ((a_bad & 0xFF) != 0 || a_bad == 0) return 0;
+  int ni = __builtin_ctzll(a_bad) / 8;
+  if (ni > 1 && *p == '0') return 0; /* "01" is "0", then "1" */
+  uint64_t w;
+  int64_t q = 0;
+  const char *d; /* past the digits */
+  if (p[ni] == '.') {
+    uint64_t b = fmt__load8(p + 1), below = (1ull << (8 * ni)) - 1;
+    uint64_t bad = fmt__nondigits8(b) & ~below;
+    int n = bad ? __builtin_ctzll(bad) / 8 : 8;
+    if (n == ni) return 0; /* "1." and no digit: the number is "1" */
+    w = fmt__leading_value8((a & below) | (b & ~below), n);
+    d = p + n + 1;
+    if (n == 8) { /* the digits go on: up to 16, then up to 24 */
+      uint64_t v = fmt__load8(d);
+      n = fmt__leading_digits8(v);
+      w = w * fmt__pow10_u32[n] + fmt__leading_value8(v, n);
+      d += n;
+      if (n == 8) {
+        v = fmt__load8(d);
+        n = fmt__leading_digits8(v);
+        w = w * fmt__pow10_u32[n] + fmt__leading_value8(v, n);
+        d += n;
+        if (n == 8 || d - p - 1 > FMT__W_DIGITS) return 0; /* w wrapped: too long */
+      }
+    }
+    q = p + ni + 1 - d;
+  } else {
+    w = fmt__leading_value8(a, ni);
+    d = p + ni;
+  }
+  if ((*d | 0x20) == 'e') {
+    const char *e = d + 1;
+    int exp_neg = *e == '-';
+    e += exp_neg | (*e == '+');
+    uint64_t v = fmt__load8(e);
+    int n = fmt__leading_digits8(v);
+    if (n == 0 || n == 8) return 0; /* "1e" is "1"; a long exponent */
+    int64_t x = fmt__leading_value8(v, n);
+    q += exp_neg ? -x : x;
+    d = e + n;
+  }
+  *out = (fmt__scan_t){.w = w, .q = q, .neg = neg, .truncated = 0};
+  return (size_t)(d - s);
+}
+
 /* Clinger's fast path: w and 10^q (|q| <= 22: 5^22 < 2^53) are exact
  * doubles, so one multiply or divide rounds once, correctly. Needs double
  * arithmetic in double (not x87 extended) and the default rounding mode. */
@@ -155,6 +236,66 @@ FMT__SCAN_HOT int fmt__clinger(const fmt__scan_t *d, double *out) {
   double x = (double)d->w;
   *out = d->q < 0 ? x / exact_pow10[-d->q] : x * exact_pow10[d->q];
   return 1;
+}
+
+/* Eisel-Lemire's tables (fmt_parse.c, which explains them): 5^q =
+ * fmt__pow5_128[q - FMT__POW10_MIN] * 2^fmt__pow5_128_exp2[...], the
+ * significand in [2^127, 2^128), for q in [FMT__POW10_MIN, FMT__POW10_MAX]
+ * (beyond those, any w of at most 19 digits rounds to 0 or to infinity);
+ * built at first use, after which fmt__parse_tables_done is 1 (set with
+ * release). For q in [0, FMT__EXACT_Q_MAX] the upper 64 bits are 5^q
+ * exactly (5^27 < 2^64). */
+#define FMT__POW10_MIN (-342) /* 10^19 * 10^-343 is below half of 2^-1074 */
+#define FMT__POW10_MAX 308    /* 10^309 is above DBL_MAX */
+#define FMT__POW10_COUNT (FMT__POW10_MAX - FMT__POW10_MIN + 1)
+#define FMT__EXACT_Q_MAX 27
+__extension__ extern unsigned __int128 fmt__pow5_128[FMT__POW10_COUNT];
+extern int16_t fmt__pow5_128_exp2[FMT__POW10_COUNT];
+extern atomic_int fmt__parse_tables_done;
+
+/* The first step of fmt_parse.c's eisel_lemire for a double, inline: the
+ * product g of w (normalized) and the upper half of 5^q's 128-bit form,
+ * rounded as its round_product(g, hi, exact, ...) rounds it for binary64,
+ * where the result is a normal double: exact (hi = 0) for q in
+ * [0, FMT__EXACT_Q_MAX], else with the text's value X in (g - 1,
+ * g + 2^64 + 1). The bits (no sign) of the correctly rounded w * 10^q, or 0
+ * where round_product would answer otherwise or not at all (the tables not
+ * built yet, w = 0, q out of the tables, a subnormal or infinite result,
+ * X too near a midpoint): then fmt__parse_double_rest reads the text as
+ * before. In round_product's terms, with the round bit at 2^(9 + upper)
+ * of g's upper word: below it, `low` and g's lower word are `rest`, and
+ * rest + 2^64 + 1 > unit (X may reach the midpoint above) is low's bits
+ * all ones. (fmt__parse_double_rest's call costs ~100 instructions per
+ * number of a %.17g array, this ~35.) */
+FMT__SCAN_HOT uint64_t fmt__eisel_lemire_first64(uint64_t w, int64_t q) {
+  if (!atomic_load_explicit(&fmt__parse_tables_done, memory_order_acquire) || w == 0 ||
+      (uint64_t)(q - FMT__POW10_MIN) > FMT__POW10_MAX - FMT__POW10_MIN)
+    return 0;
+  int exact = (uint64_t)q <= FMT__EXACT_Q_MAX;
+  int lz = __builtin_clzll(w);
+  uint64_t t = (uint64_t)(fmt__pow5_128[q - FMT__POW10_MIN] >> 64);
+  __extension__ unsigned __int128 g = (unsigned __int128)(w << lz) * t;
+  uint64_t g_hi = (uint64_t)(g >> 64), g_lo = (uint64_t)g;
+  int upper = (int)(g_hi >> 63);
+  /* the biased exponent of g's leading bit (eisel_lemire's field126) */
+  int field = 190 + fmt__pow5_128_exp2[q - FMT__POW10_MIN] + (int)q - lz + 1023 + upper;
+  if (field < 1 || field > 2046) return 0;
+  int shift = 9 + upper; /* the round bit: 53 bits below the leading one */
+  uint64_t kept = g_hi >> shift, below = (1ull << shift) - 1, low = g_hi & below;
+  uint64_t m = kept >> 1;
+  if (!(kept & 1)) {
+    if (!exact && low == below) return 0;
+  } else if (low == 0 && g_lo == 0) { /* on the midpoint, or just off it */
+    if (!exact) return 0;
+    m += m & 1; /* a tie: to even */
+  } else {
+    m++;
+  }
+  /* The hidden bit of m adds 1 to the field; a carry out of the
+   * significand moves to the next binade, possibly infinity. */
+  const uint64_t inf_bits = 2047ull << 52;
+  uint64_t bits = ((uint64_t)(field - 1) << 52) + m;
+  return bits < inf_bits ? bits : inf_bits;
 }
 
 /* -v when neg, by flipping the sign bit: a branch on the sign is
@@ -182,11 +323,18 @@ size_t fmt__parse_double_long(const char *s, size_t len, double *out);
 /* fmt_parse_double (fmt.h), inline. */
 FMT__SCAN_HOT size_t fmt__parse_double_hot(const char *s, size_t len, double *out) {
   fmt__scan_t d;
-  size_t n = fmt__scan_number(s, len, &d);
-  if (n == FMT__SCAN_LONG) return fmt__parse_double_long(s, len, out);
-  if (n == 0) return 0;
+  size_t n = len >= FMT__WINDOW ? fmt__scan_window(s, &d) : 0;
+  if (n == 0) {
+    n = fmt__scan_number(s, len, &d);
+    if (n == FMT__SCAN_LONG) return fmt__parse_double_long(s, len, out);
+    if (n == 0) return 0;
+  }
   double v;
-  if (!fmt__clinger(&d, &v)) return fmt__parse_double_rest(s, n, out, d.w, d.q, d.neg);
+  if (!fmt__clinger(&d, &v)) {
+    uint64_t bits = fmt__eisel_lemire_first64(d.w, d.q);
+    if (bits == 0) return fmt__parse_double_rest(s, n, out, d.w, d.q, d.neg);
+    memcpy(&v, &bits, sizeof v);
+  }
   *out = fmt__with_sign(v, d.neg);
   return n;
 }

@@ -948,6 +948,54 @@ START_TEST(test_parse_bounded) {
 }
 END_TEST
 
+/* A text inside a long array, where at least FMT__WINDOW (40) bytes
+ * follow a number's start and fmt_scan.h's windowed scan reads it: each
+ * text followed by a separator and 48 more bytes of other numbers must
+ * parse as the text alone (the general scan: fewer bytes than the
+ * window). The edges of the window: integer parts of 1 to 8 digits (8
+ * leaves it), '.' at each byte of the first word, 8, 9, 16, 17, 19, 20
+ * and 24 digits, exponents of 1 to 8 digits, and texts whose number ends
+ * before a '.', 'e' or sign. */
+START_TEST(test_parse_in_window) {
+  static const char *const texts[] = {
+      "0", "-0", "7", "12", "1234567", "12345678", "-123456789", "0.5", "-0.123456",
+      "1.234567", "12.345678", "123.45678", "1234.5678", "12345.678", "123456.78",
+      "1234567.8", "12345678.9", "0.12345678", "0.123456789", "-0.1234567890123456",
+      "0.12345678901234567", "1.2345678901234567", "0.123456789012345678",
+      "0.1234567890123456789", "1.234567890123456789", "0.12345678901234567890123",
+      "1.5e3", "1.5E+3", "1.5e-05", "1e1234567", "1e12345678", "1e-1234567", "-0.0e-0",
+      "5e0000012", "1.7976931348623157e308", "1.7976931348623159e308", "4.9e-324",
+      "2.2250738585072011e-308", "2.2250738585072014e-308", "1e-400", "1e400",
+      "9007199254740993", "9007199254740993.5", "1e22", "1e23", "0.000000", "-0.000000",
+      "01", "00.5", "-01.5", "1.", "1.e5", "-1.]", "1e", "1e+", "1E-x", "1ee5", "1.2.3",
+      "1e5.5", "0x10", "-", "+1", ".5", "-.5", "--1", "e5", "-e5", "1..5", "1.5e",
+  };
+  static const char *const separators[] = {",", "]", ", ", " ", "\n,", ",-", "e", ".", "E+"};
+  for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
+    size_t tlen = strlen(texts[i]);
+    double alone = 42;
+    size_t want = fmt_parse_double(texts[i], tlen, &alone);
+    for (size_t s = 0; s < sizeof separators / sizeof separators[0]; s++) {
+      char text[160];
+      int len = snprintf(text, sizeof text, "%s%s%s", texts[i], separators[s],
+                         "1.5,-0.25,3e5,1234567,0.000001,[1],2.75,-1,]]");
+      double d = 42;
+      size_t n = fmt_parse_double(text, (size_t)len, &d);
+      /* a separator may extend no text of a whole number: "1" and "e"
+       * are "1", but "1" and "." followed by "1.5" is "1.1" */
+      char joined[160];
+      snprintf(joined, sizeof joined, "%.*s", (int)n, text);
+      double want_d = 42;
+      size_t want_n = fmt_parse_double(joined, n, &want_d);
+      ck_assert_msg(want_n == n && same_double(d, want_d), "\"%s\": took %zu", text, n);
+      if (n <= tlen) /* the separator extended nothing */
+        ck_assert_msg(n == want && same_double(d, alone), "\"%s\": took %zu, want %zu",
+                      text, n, want);
+    }
+  }
+}
+END_TEST
+
 /* The edges of scan_number's common path (<= 19 digits, leading zeros
  * counted) and where it hands over to the general scan: integer and
  * fraction parts of 7, 8, 9, 16, 19 and 20 digits (a word of eight digit
@@ -1478,6 +1526,7 @@ Suite *fmt_suite(void) {
   tcase_add_test(tc, test_parse_grammar);
   tcase_add_test(tc, test_parse_bounded);
   tcase_add_test(tc, test_parse_word_edges);
+  tcase_add_test(tc, test_parse_in_window);
   tcase_add_test(tc, test_parse_known_doubles);
   tcase_add_test(tc, test_parse_known_floats);
   tcase_add_test(tc, test_parse_midpoints);
