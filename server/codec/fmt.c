@@ -47,9 +47,11 @@ static int pow5_len[POW5_COUNT];
  * c * 2^q (c the 24-bit significand): 10^-k for k = floor(log10(2^q)),
  * as g = floor(10^-k * 2^(63 - b)) + 1 in [2^63, 2^64) where
  * 2^b <= 10^-k < 2^(b + 1), and the shift h = q + b + 32 that makes the
- * upper half of g * (x << h) about x * 2^q * 10^-k * 2^31. */
+ * upper half of g * (x << h) about x * 2^q * 10^-k * 2^31; and
+ * g * (2 << h), the same scaling of half the rounding interval, as two
+ * 64-bit halves. */
 typedef struct {
-  uint64_t g;
+  uint64_t g, half_lo, half_hi;
   int16_t k;
   uint8_t h;
 } float_scale_t;
@@ -124,8 +126,12 @@ static void tables_init(void) {
     int h = q + b + 32;
     assert(-k < FLOAT_POW5_COUNT && k < FLOAT_POW5_COUNT && g >> 63 == 1);
     assert(h >= 0 && h + 26 <= 64);
-    float_scale[field] =
-        (float_scale_t){.g = g, .k = (int16_t)k, .h = (uint8_t)h};
+    fmt__u128 half = (fmt__u128)g << (h + 1);
+    float_scale[field] = (float_scale_t){.g = g,
+                                         .half_lo = (uint64_t)half,
+                                         .half_hi = (uint64_t)(half >> 64),
+                                         .k = (int16_t)k,
+                                         .h = (uint8_t)h};
   }
   __atomic_store_n(&tables_ready, 1, __ATOMIC_RELEASE);
 }
@@ -452,13 +458,6 @@ __attribute__((noinline)) static int fmt_float_general(uint32_t bits,
                       buf);
 }
 
-/* The scaled value (a 128-bit g * x, see below) truncated at bit 31 of its
- * upper half and made odd when inexact (round to odd). */
-FMT__HOT uint64_t to_odd(fmt__u128 product) {
-  uint64_t upper = (uint64_t)(product >> 64);
-  return upper >> 31 | ((upper & 0xFFFFFFFFu) + 0xFFFFFFFFu) >> 32;
-}
-
 /* The shortcut, for normal floats c * 2^q off binade boundaries (their
  * rounding interval is symmetric, [c - 1/2, c + 1/2] * 2^q, bounds
  * included when c is even): the Schubfach way (Giulietti, "The Schubfach
@@ -471,40 +470,38 @@ FMT__HOT uint64_t to_odd(fmt__u128 product) {
  * least 1 unit wide) holds. That is the shortest decimal in the interval
  * and of those the nearest, ties to even: what ryu() finds.
  *
- * The value and the two bounds, x * 2^q * 10^-k * 4 for x = 4c and
- * 4c -+ 2, are the upper half of g * (x << h) made odd when inexact:
- * compared with multiples of 2 that says exactly whether x * 2^q * 10^-k
- * lies below, on or above them.
+ * The value and the two bounds, x * 2^q * 10^-k for x = 4c and 4c -+ 2 in
+ * quarter units, are u, lower and upper: the upper halves of the exact
+ * 128-bit products g * (x << h), units of 10^k at bit 33 (g is rounded up,
+ * and its error stays below bit 31 of them). One multiply makes all three:
+ * g * ((4c -+ 2) << h) = g * (4c << h) -+ g * (2 << h), and both terms are
+ * below 2^128 ((4c + 2) << h < 2^64), so the sum and the difference, with
+ * carry and borrow, are those products exactly. The decisions read bits 31
+ * and up, as round to odd there would (Schubfach's vb, vbl, vbr), and the
+ * bits below as its sticky bit: a bound is in when it lies on a multiple
+ * of 10 units and c is even (odd = 0), or strictly beyond it.
  *
  * The digits: v / 10^k lies in [c, 10 c) with c in [2^23, 2^24), so the
- * result has 7 to 9 digits, 9 only from 10^8 on (then the first is 1):
- * its last 8 come from digits8(), and one leading zero byte among them
- * says 7. */
+ * result has 7 to 9 digits, 9 only from 10^8 on; scaled to 9 digits, the
+ * first and the 8 after it (digits8()) make the text. */
 FMT__HOT int float_text(uint32_t bits, char *buf) {
   uint32_t field = bits >> 23 & 0xFFu;
   const float_scale_t *sc = &float_scale[field];
   uint64_t c = (bits & 0x7FFFFFu) | 1u << 23, odd = c & 1; /* odd: bounds out */
-  uint64_t vb = to_odd((fmt__u128)sc->g * (c << 2 << sc->h));
-  uint64_t vbl = to_odd((fmt__u128)sc->g * (((c << 2) - 2) << sc->h));
-  uint64_t vbr = to_odd((fmt__u128)sc->g * (((c << 2) + 2) << sc->h));
-  uint64_t s = vb >> 2, s10 = s / 10 * 10; /* s < 10 c < 2^28 */
-  /* s10 if in, else s10 + 10 if in, else the nearest (up from s at 3/4,
-   * or at 1/2 when s is odd); masks, as the data decides */
-  uint64_t lower_in = 0 - (uint64_t)(vbl + odd <= s10 << 2);
-  uint64_t upper_in =
-      ~lower_in & (0 - (uint64_t)(((s10 + 10) << 2) + odd <= vbr));
-  uint64_t nearest = (vb + 1 + (s & 1)) >> 2;
-  uint64_t digits = (lower_in & s10) | (upper_in & (s10 + 10)) |
-                    (~(lower_in | upper_in) & nearest);
-  uint64_t nine = digits >= 100000000u; /* 9 digits, the first a 1 */
-  uint64_t w = digits8((uint32_t)digits - (uint32_t)nine * 100000000u, 0);
-  uint64_t seven = (w & 0xFF) == 0 && !nine; /* 7 digits: a leading zero */
-  /* the first digit and the ones after it, left aligned; masks rather
-   * than a branch on nine, which the data decides */
-  uint64_t is_nine = 0 - nine;
-  uint32_t first = (uint32_t)(nine | (~is_nine & (w >> 8 * seven) & 0xFF));
-  w = (is_nine & w) | (~is_nine & w >> (8 * seven + 8));
-  return layout_float((int)(bits >> 31), first, w,
+  fmt__u128 value = (fmt__u128)sc->g * (c << 2 << sc->h);
+  fmt__u128 half = (fmt__u128)sc->half_hi << 64 | sc->half_lo;
+  uint64_t u = (uint64_t)(value >> 64), lower = (uint64_t)((value - half) >> 64),
+           upper = (uint64_t)((value + half) >> 64);
+  uint64_t s = u >> 33, s10 = s / 10 * 10; /* s < 10 c < 2^28 */
+  /* s10 if in, else s10 + 10 if in, else the nearest (up from s past
+   * 1/2, or at 1/2 when s is odd) */
+  uint64_t digits = (u + 0xFFFFFFFFu + (s & 1)) >> 33;
+  if (((s10 + 10) << 33) + odd <= upper) digits = s10 + 10;
+  if (lower + odd <= s10 << 33) digits = s10;
+  uint32_t nine = digits >= 100000000u, seven = digits < 10000000u;
+  uint32_t d9 = (uint32_t)digits * (seven ? 100u : nine ? 1u : 10u);
+  uint32_t first = d9 / 100000000u;
+  return layout_float((int)(bits >> 31), first, digits8(d9, first),
                       sc->k + 7 + (int)nine - (int)seven, buf);
 }
 
@@ -544,9 +541,9 @@ __attribute__((noinline)) static int fmt_double_general(uint64_t bits,
                        exp10 + t - 1, buf);
 }
 
-/* scaled_to_odd() with a 128-bit g: the upper 64 bits of the 192-bit
- * g * x, made odd when the 64 below them are not all 0 (the lowest 64 are
- * not computed). */
+/* The scaled value for double_text(): the upper 64 bits of the 192-bit
+ * g * x, made odd when the 64 below them are not all 0 (round to odd; the
+ * lowest 64 are not computed). */
 FMT__HOT uint64_t scaled_to_odd128(fmt__u128 g, uint64_t x) {
   fmt__u128 low = (fmt__u128)(uint64_t)g * x,
             high = (fmt__u128)(uint64_t)(g >> 64) * x;
