@@ -311,6 +311,8 @@ FMT__HOT void store8(char *p, uint64_t v) {
 }
 
 #define ASCII_ZEROS 0x3030303030303030ull /* '0' in all 8 bytes */
+/* "0.000000" as store8() writes it */
+#define ZEROS_AFTER_POINT (ASCII_ZEROS ^ (uint64_t)('0' ^ '.') << 8)
 
 /* "e+dd" / "e-dd" / "e+ddd" at p; returns the length. */
 FMT__HOT int exponent_text(int e, char *p) {
@@ -339,20 +341,20 @@ FMT__HOT int layout_float(int neg, uint32_t c, uint64_t w, int exp, char *buf) {
   p += neg;
   int k = exp + 1; /* digits before the point */
   if (k >= -3 && k < n) {
-    /* "0." -k zeros c w (small), or c w with '.' over w's digit k - 1
+    /* three stores, the same for both forms (which one it is depends on
+     * the data: a branch on it would guess wrong a third of the time on
+     * values around 1): "0." -k zeros c w (small), from "0.000000", c over
+     * its byte 2 - k and w after it; or c w with '.' over w's digit k - 1
      * and w stored again one place on, from that digit */
-    /* products with small (0 or 1) rather than conditions: which of the
-     * two forms it is depends on the data, and a branch on it would
-     * guess wrong a third of the time on values around 1 */
-    int small = k <= 0, big = 1 - small;
-    int at = small * (2 - k);      /* where c goes */
-    int dot = k + small * (1 - k); /* where '.' goes */
-    memcpy(p, "0.000000", 8);
-    p[at] = (char)c;
-    store8(p + at + 1, w);
-    p[dot] = '.';
-    store8(p + at + dot + big, w >> (big * 8 * (k - 1))); /* small: at + 1 */
-    p += at + n + big;
+    int small = k <= 0;
+    uint64_t head = small ? ZEROS_AFTER_POINT : c | w << 8;
+    int at = small ? 2 - k : k;
+    char mark = (char)(small ? c : '.');
+    int shift = small ? 0 : 8 * (k - 1);
+    store8(p, head);
+    p[at] = mark;
+    store8(p + at + 1, w >> shift);
+    p += n + 1 + (small ? 1 - k : 0);
   } else if (k >= n && k <= 16) { /* an integer: the digits, then zeros */
     *p = (char)c;
     store8(p + 1, w);
@@ -484,6 +486,8 @@ __attribute__((noinline)) static int fmt_float_general(uint32_t bits,
  * The digits: v / 10^k lies in [c, 10 c) with c in [2^23, 2^24), so the
  * result has 7 to 9 digits, 9 only from 10^8 on; scaled to 9 digits, the
  * first and the 8 after it (digits8()) make the text. */
+static const uint32_t to_nine_digits[3] = {100, 10, 1};
+
 FMT__HOT int float_text(uint32_t bits, char *buf) {
   uint32_t field = bits >> 23 & 0xFFu;
   const float_scale_t *sc = &float_scale[field];
@@ -496,13 +500,17 @@ FMT__HOT int float_text(uint32_t bits, char *buf) {
   /* s10 if in, else s10 + 10 if in, else the nearest (up from s past
    * 1/2, or at 1/2 when s is odd) */
   uint64_t digits = (u + 0xFFFFFFFFu + (s & 1)) >> 33;
-  if (((s10 + 10) << 33) + odd <= upper) digits = s10 + 10;
-  if (lower + odd <= s10 << 33) digits = s10;
-  uint32_t nine = digits >= 100000000u, seven = digits < 10000000u;
-  uint32_t d9 = (uint32_t)digits * (seven ? 100u : nine ? 1u : 10u);
+  /* masks, not branches: the data decides */
+  uint64_t up = 0 - (uint64_t)(((s10 + 10) << 33) + odd <= upper);
+  uint64_t down = 0 - (uint64_t)(lower + odd <= s10 << 33);
+  digits = (digits & ~up) | ((s10 + 10) & up);
+  digits = (digits & ~down) | (s10 & down);
+  /* 7, 8 or 9 digits: scaled by 100, 10 or 1 */
+  int longer = (digits >= 10000000u) + (digits >= 100000000u);
+  uint32_t d9 = (uint32_t)digits * to_nine_digits[longer];
   uint32_t first = d9 / 100000000u;
   return layout_float((int)(bits >> 31), first, digits8(d9, first),
-                      sc->k + 7 + (int)nine - (int)seven, buf);
+                      sc->k + 6 + longer, buf);
 }
 
 /* Whether a float's bits take float_text(): normal, off binade
