@@ -493,10 +493,11 @@ FMT__HOT int float_text(uint32_t bits, char *buf) {
   const float_scale_t *sc = &float_scale[field];
   uint64_t c = (bits & 0x7FFFFFu) | 1u << 23, odd = c & 1; /* odd: bounds out */
   fmt__u128 value = (fmt__u128)sc->g * (c << 2 << sc->h);
-  fmt__u128 half = (fmt__u128)sc->half_hi << 64 | sc->half_lo;
-  uint64_t u = (uint64_t)(value >> 64), lower = (uint64_t)((value - half) >> 64),
-           upper = (uint64_t)((value + half) >> 64);
-  uint64_t s = u >> 33, s10 = s / 10 * 10; /* s < 10 c < 2^28 */
+  uint64_t u = (uint64_t)(value >> 64), below = (uint64_t)value;
+  /* the upper halves of value -+ half, with the borrow and the carry */
+  uint64_t lower = u - sc->half_hi - (below < sc->half_lo),
+           upper = u + sc->half_hi + (below + sc->half_lo < below);
+  uint64_t s = u >> 33, s10 = (uint32_t)s / 10 * 10; /* s < 10 c < 2^28 */
   /* s10 if in, else s10 + 10 if in, else the nearest (up from s past
    * 1/2, or at 1/2 when s is odd) */
   uint64_t digits = (u + 0xFFFFFFFFu + (s & 1)) >> 33;
