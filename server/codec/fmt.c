@@ -500,10 +500,16 @@ __attribute__((noinline)) static int fmt_float_general(uint32_t bits,
  * and its error stays below bit 31 of them). One multiply makes all three:
  * g * ((4c -+ 2) << h) = g * (4c << h) -+ g * (2 << h), and both terms are
  * below 2^128 ((4c + 2) << h < 2^64), so the sum and the difference, with
- * carry and borrow, are those products exactly. The decisions read bits 31
- * and up, as round to odd there would (Schubfach's vb, vbl, vbr), and the
- * bits below as its sticky bit: a bound is in when it lies on a multiple
- * of 10 units and c is even (odd = 0), or strictly beyond it.
+ * carry and borrow, are those products exactly. They are compared whole,
+ * where the previous code (and Schubfach) compared their round to odd at
+ * bit 31, vb, vbl and vbr, with multiples of 4: for an even multiple m of
+ * 2^31, and r the round to odd of x at bit 31, r <= m / 2^31 exactly when
+ * x <= m, and r < m / 2^31 exactly when x < m, so vbl + odd <= s10 << 2
+ * is lower + odd <= s10 << 33, ((s10 + 10) << 2) + odd <= vbr is
+ * ((s10 + 10) << 33) + odd <= upper, and the nearest, (vb + 1 + (s & 1)) >> 2,
+ * is (u + 2^32 - 1 + (s & 1)) >> 33 (bits 0..32 of u past 2^32, or at 2^32
+ * with s odd, carry into bit 33). bench/fmt_ab.c found the text of all 2^32
+ * floats unchanged.
  *
  * The digits: v / 10^k lies in [c, 10 c) with c in [2^23, 2^24), so the
  * result has 7 to 9 digits, 9 only from 10^8 on; scaled to 9 digits, the
