@@ -166,6 +166,28 @@ $(BUILD)/codec_bench: bench/codec_bench.c $(SERVER_LIB) $(CORE_LIB)
 $(BUILD)/cpool_stress: bench/cpool_stress.c $(BUILD)/server/cpool.o
 	$(CC) $(CFLAGS) -Iserver -o $@ $< $(BUILD)/server/cpool.o -lpthread
 
+# The number printer against a previous revision of itself (bench/fmt_ab.c):
+# FMT_AB_BASE's server/codec/fmt*.[ch] from git, its global symbols renamed
+# prev_*, linked beside today's. `make fmt-ab` proves a printer change
+# byte-identical (all 2^32 float32 patterns, 10^8 random doubles; minutes)
+# and times the two; `build/fmt_ab count new` is for callgrind.
+FMT_AB_BASE ?= 50b45a9
+FMT_AB_DIR := $(BUILD)/fmt_ab_base/$(FMT_AB_BASE)
+FMT_AB_FILES := fmt.c fmt.h fmt_internal.h
+$(FMT_AB_DIR)/fmt_prev.o:
+	@mkdir -p $(FMT_AB_DIR)
+	for f in $(FMT_AB_FILES); do git show $(FMT_AB_BASE):server/codec/$$f > $(FMT_AB_DIR)/$$f || exit 1; done
+	$(CC) $(CFLAGS) -I$(FMT_AB_DIR) -c $(FMT_AB_DIR)/fmt.c -o $(FMT_AB_DIR)/fmt_base.o
+	nm --defined-only -g $(FMT_AB_DIR)/fmt_base.o | awk '{ print $$3, "prev_" $$3 }' > $(FMT_AB_DIR)/prev.syms
+	objcopy --redefine-syms=$(FMT_AB_DIR)/prev.syms $(FMT_AB_DIR)/fmt_base.o $@
+$(BUILD)/fmt_ab: bench/fmt_ab.c $(BUILD)/server/codec/fmt.o $(FMT_AB_DIR)/fmt_prev.o
+	$(CC) $(CFLAGS) -Iserver/codec -o $@ $< $(BUILD)/server/codec/fmt.o $(FMT_AB_DIR)/fmt_prev.o \
+	  -lpthread -lm
+.PHONY: fmt-ab
+fmt-ab: $(BUILD)/fmt_ab
+	nice ./$(BUILD)/fmt_ab check 2
+	./$(BUILD)/fmt_ab time
+
 # Exactness sweeps too long for CI: every kernel table's half-precision
 # conversions against the scalar reference, the compute pool under many
 # callers, all 2^32 float32 patterns through fmt_float (round trip and
