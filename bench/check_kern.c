@@ -623,11 +623,14 @@ int main(void) {
             check_backward(&kern_base);
 #ifdef KERN_X86
   __builtin_cpu_init();
+  /* the float-lane bfloat16 paths of the tables that have them against the
+   * double formula, one element at a time (the AVX2 table's double path
+   * for everything else: only its entries that are replaced are called) */
+  kern_t ref = kern_avx2;
+  ref.name = "fma-scalar";
+  ref.axpb[NORM_BF16][NORM_BF16] = axpb_bf16_fma_ref;
+  ref.bw_dx[NORM_BF16] = bw_dx_bf16_fma_ref;
   if (__builtin_cpu_supports("x86-64-v3")) {
-    kern_t ref = kern_avx2;
-    ref.name = "fma-scalar";
-    ref.axpb[NORM_BF16][NORM_BF16] = axpb_bf16_fma_ref;
-    ref.bw_dx[NORM_BF16] = bw_dx_bf16_fma_ref;
     bad += check(&kern_avx2) + check_affine_f32(&kern_avx2) +
            check_axpb_bf16(&ref, &kern_avx2) + check_backward(&kern_avx2) +
            check_signed_zero(&kern_avx2) +
@@ -636,12 +639,17 @@ int main(void) {
   } else printf("avx2    not supported by this CPU: skipped\n");
   if (__builtin_cpu_supports("x86-64-v4"))
     bad += check(&kern_avx512) + check_affine_f32(&kern_avx512) +
-           check_backward(&kern_avx512);
+           check_backward(&kern_avx512) + check_signed_zero(&kern_avx512) +
+           check_axpb_bf16(&ref, &kern_avx512) +
+           check_bw_dx_bf16(&ref, &kern_avx512) +
+           check_affine_bf16(&kern_avx512, &kern_avx512);
   else printf("avx512  not supported by this CPU: skipped\n");
   if (__builtin_cpu_supports("x86-64-v4") &&
       __builtin_cpu_supports("avx512bf16"))
     bad += check(&kern_avx512bf16) + check_backward(&kern_avx512bf16) +
-           check_axpb_bf16(&kern_avx512, &kern_avx512bf16) +
+           check_signed_zero(&kern_avx512bf16) +
+           check_axpb_bf16(&ref, &kern_avx512bf16) +
+           check_bw_dx_bf16(&ref, &kern_avx512bf16) +
            check_affine_bf16(&kern_avx512, &kern_avx512bf16);
   else printf("avx512bf16 not supported by this CPU: skipped\n");
 #endif

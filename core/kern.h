@@ -53,7 +53,7 @@ typedef struct {
   /* bfloat16 -> bfloat16 `affine` in float lanes with float weights and
    * biases, bit-identical to affine[NORM_BF16][NORM_BF16] given their
    * doubles (each lane proves it rounds as the double path, else takes
-   * it). In the avx2 and avx512bf16 tables; NULL in the others. */
+   * it). In every table but base (NULL there). */
   void (*affine_bf16)(const uint16_t *x, uint16_t *y, size_t n, double shift,
                       double scale, const float *w, const float *b,
                       int stream);

@@ -496,8 +496,12 @@ DEF_BACKWARD(f64, double)
 DEF_BACKWARD(f16, uint16_t)
 DEF_BACKWARD(bf16, uint16_t)
 
-#if KERN_F16C && VW == 4
+#if KERN_F16C
 /* ---- bfloat16 bw_dx in float lanes, AVX2 --------------------------------- */
+
+/* In the AVX-512 tables too, in 8 lanes: there it replaced the double path
+ * (kernel_bench on Zen 4, bw_dx of a bfloat16 3136-element run in L1:
+ * 0.48 -> 0.27 ns per element). */
 
 /* bw_dx for bfloat16 x, dy and dx in 8 float lanes, with the same bits as
  * the double path above (bw_dx_bf16: RNE_bf16(T), T = fma(fl(x - shift),

@@ -690,8 +690,14 @@ static void KFN(affine_bf16_bf16_f)(const uint16_t *x, uint16_t *y, size_t n,
 }
 #endif
 
-#if KERN_F16C && VW == 4
+#if KERN_F16C
 /* ---- bfloat16 -> bfloat16 axpb in float lanes, AVX2 ---------------------- */
+
+/* The 8-lane helpers below (bf16_widen8 to bf16_store16) serve every table
+ * with AVX2 (the AVX-512 ones too: the backward's bfloat16 dx pass,
+ * kern_backward_impl.h, has no 16-lane form); the axpb and affine paths
+ * after them are the tables' without AVX512-BF16 (KERN_BF16NE has its own,
+ * above). */
 
 /* y = (x - shift) * a + c for bfloat16 x and y in 8 float lanes, with the
  * same bits as the double path (axpb_bf16_bf16, whose result is
@@ -775,6 +781,15 @@ KINLINE void bf16_store16(uint16_t *y, __m256i b0, __m256i b1, __m256i bad0,
   _mm256_storeu_si256((__m256i *)y, out);
 }
 
+/* The least float >= d (d >= 0 and below FLT_MAX) */
+KINLINE float float_at_least(double d) {
+  float f = (float)d;
+  return (double)f < d ? nextafterf(f, INFINITY) : f;
+}
+
+#endif /* KERN_F16C: the 8-lane helpers */
+
+#if KERN_F16C && !KERN_BF16NE
 /* r and e for axpb's 8 elements at x: r = fma(x, A, C), e = 2^-21 M + 2^-48. */
 KINLINE __m256 axpb_bf16_lanes8(const uint16_t *x, __m256 va, __m256 vc,
                                 __m256 ea, __m256 ec, __m256 *e) {
@@ -866,12 +881,6 @@ static void KFN(axpb_bf16_bf16_f)(const void *xv, void *yv, size_t n,
 typedef struct {
   __m256 sh, sl, sf, e_tail; /* e_tail: E_tail (+ 2^-145 without w) */
 } affine_bf16_consts8_t;
-
-/* The least float >= d (d >= 0 and below FLT_MAX) */
-KINLINE float float_at_least(double d) {
-  float f = (float)d;
-  return (double)f < d ? nextafterf(f, INFINITY) : f;
-}
 
 /* r and e for the 8 elements at x, weights and biases at w and b. */
 KINLINE __m256 affine_bf16_lanes8(const affine_bf16_consts8_t *k,
@@ -1078,7 +1087,7 @@ const kern_t KERN_TABLE = {
                             [NORM_F64] = KFN(axpb_bf16_f64),
                             [NORM_F16] = KFN(axpb_bf16_f16),
                             [NORM_BF16] = KFN(axpb_bf16_bf16_f)}},
-#elif KERN_F16C && VW == 4
+#elif KERN_F16C
     .axpb = {[NORM_F32] = {KROW(axpb, f32)}, [NORM_F64] = {KROW(axpb, f64)},
              [NORM_F16] = {KROW(axpb, f16)},
              [NORM_BF16] = {[NORM_F32] = KFN(axpb_bf16_f32),
@@ -1091,7 +1100,7 @@ const kern_t KERN_TABLE = {
     .affine = KMAT(affine),
     .affine_f32 = KFN(affine_f32f),
     KERN_BACKWARD_ENTRIES
-#if KERN_BF16NE || (KERN_F16C && VW == 4)
+#if KERN_F16C
     .affine_bf16 = KFN(affine_bf16_bf16_f),
 #endif
 };
