@@ -59,12 +59,17 @@ int norm_batch_rows(const norm_tensor_t *x, const norm_tensor_t *weight,
   engine_affine_init(&aff, &l, weight, bias);
   for (size_t c = begin; c < end; c++) {
     double mean, var;
+    /* engine_apply's float path wants |x - mean| <= 1e37 and |x - mean| *
+     * rstd <= sqrt(count): true of the channel's own moments (train), not
+     * of running ones (eval) */
+    int bounded = 0;
     if (p->mode == NORM_EVAL) {
       mean = norm_tensor_get(running_mean, c);
       var = norm_tensor_get(running_var, c);
     } else {
       double m2;
       engine_moments(x, &l, c, &mean, &m2);
+      bounded = fabs(mean) <= 1e37 && sqrt(m2) <= 1e37;
       var = m2 / count;
       if (update) {
         double rm = norm_tensor_get(running_mean, c);
@@ -75,7 +80,8 @@ int norm_batch_rows(const norm_tensor_t *x, const norm_tensor_t *weight,
       }
     }
     double rstd = engine_rstd(var, p->eps);
-    engine_apply(x, y, &l, c, mean, engine_scale(var, p->eps, rstd), &aff, 0);
+    engine_apply(x, y, &l, c, mean, engine_scale(var, p->eps, rstd), &aff,
+                 bounded);
     engine_stats_put(stats, c, mean, var, rstd);
   }
   return NORM_OK;

@@ -259,6 +259,13 @@ void engine_affine_init(affine_t *a, const layout_t *l,
   }
 }
 
+/* Whether a weight or bias entry may take engine_apply's float path: a
+ * float exactly (float32, float16 or bfloat16 data), finite, |v| <= max
+ * (prepare_float's float_ok conditions, for one entry). */
+static int float_entry(double v, double max) {
+  return (double)(float)v == v && fabs(v) <= max;
+}
+
 /* Weight or bias entries [at, at + n) as doubles: prepared, or converted
  * into tmp; NULL when the tensor is absent. */
 static const double *affine_slice(const kern_t *k, const norm_tensor_t *t,
@@ -278,10 +285,12 @@ void engine_apply(const norm_tensor_t *x, norm_tensor_t *y, const layout_t *l,
   int per_element = l->affine_period == 1 && (a->weight || a->bias);
   size_t numel = l->groups * engine_layout_count(l);
   int stream = numel >= ENGINE_STREAM_BYTES / norm_dtype_size(y->dtype);
+  /* float32 in and out, in float lanes (see engine.h) */
+  int float_path = bounded && fabs(scale) <= 1e30 && x->dtype == NORM_F32 &&
+                   y->dtype == NORM_F32;
   for (size_t seg = 0; seg < l->nseg; seg++) {
     size_t base = g * l->group_stride + seg * l->seg_stride;
-    if (per_element && bounded && a->float_ok && fabs(scale) <= 1e30 &&
-        x->dtype == NORM_F32 && y->dtype == NORM_F32) {
+    if (per_element && float_path && a->float_ok) {
       size_t at = base * sizeof(float);
       k->affine_f32((const float *)((const char *)x->data + at),
                     (float *)((char *)y->data + at), l->seg_len, shift, scale,
@@ -320,8 +329,13 @@ void engine_apply(const norm_tensor_t *x, norm_tensor_t *y, const layout_t *l,
       if (run > l->seg_len - j) run = l->seg_len - j;
       double w = a->weight ? norm_tensor_get(a->weight, first + kk) : 1.0;
       double b = a->bias ? norm_tensor_get(a->bias, first + kk) : 0.0;
-      k->axpb[x->dtype][y->dtype](elem(x, base + j), (char *)elem(y, base + j),
-                                  run, shift, scale * w, b, stream);
+      if (float_path && float_entry(w, 1e30) && float_entry(b, 1.0))
+        k->axpb_f32((const float *)elem(x, base + j), (float *)elem(y, base + j),
+                    run, shift, scale, (float)w, (float)b, stream);
+      else
+        k->axpb[x->dtype][y->dtype](elem(x, base + j),
+                                    (char *)elem(y, base + j), run, shift,
+                                    scale * w, b, stream);
       j += run;
     }
   }

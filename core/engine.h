@@ -110,9 +110,13 @@ void engine_affine_init(affine_t *a, const layout_t *l,
  * read by engine_moments, so for a group that fits in L2 this pass reads
  * it from cache, not memory.
  *
- * Float path: float32 rows with per-element weights run in float lanes
- * when a->float_ok, |scale| <= 1e30 and `bounded` (the caller's proof that
- * every |x - shift| <= 1e37, e.g. |mean| and sqrt(M2) both <= 1e37). With
+ * Float path: float32 x and y run in float lanes when |scale| <= 1e30 and
+ * `bounded` (the caller's proof that every |x - shift| <= 1e37, e.g. |mean|
+ * and sqrt(M2) both <= 1e37, and |x - shift| * scale <= sqrt(count): the
+ * group's own moments, not batch norm's running ones), and the weights and
+ * biases are floats with |w| <= 1e30, |b| <= 1 (rows with per-element
+ * weights: a->float_ok, kern.h's affine_f32; runs of one entry, the
+ * channel norms: each run's own pair, axpb_f32). With
  * d = (x - hi) - lo (shift = hi + lo in floats) and y = fma(d * scale, w,
  * b), about five float roundings give |y - exact| <= 2^-22 (|d scale w| +
  * |y|) + 2^-48 |shift scale w| <= 2^-22 (2 |y| + |b|) + tiny, so with

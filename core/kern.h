@@ -50,6 +50,11 @@ typedef struct {
    * `affine`, within 2^-22 (|(x - shift) * scale * w| + |y|). */
   void (*affine_f32)(const float *x, float *y, size_t n, double shift,
                      double scale, const float *w, const float *b, int stream);
+  /* The same with one weight and bias for the whole run (the channel
+   * norms' runs; 1 and 0 for none): y = (x - shift) * scale * w + b, the
+   * same float steps and bound as affine_f32. */
+  void (*axpb_f32)(const float *x, float *y, size_t n, double shift,
+                   double scale, float w, float b, int stream);
   /* bfloat16 -> bfloat16 `affine` in float lanes with float weights and
    * biases, bit-identical to affine[NORM_BF16][NORM_BF16] given their
    * doubles (each lane proves it rounds as the double path, else takes

@@ -1056,6 +1056,27 @@ static void KFN(affine_f32f)(const float *x, float *y, size_t n, double shift,
   }
 }
 
+/* affine_f32f with a scalar w and b: y = fma(d * scale, w, b). */
+static void KFN(axpb_f32f)(const float *x, float *y, size_t n, double shift,
+                           double scale, float w, float b, int stream) {
+  const float hi = (float)shift, lo = (float)(shift - (double)hi);
+  const float sc = (float)scale;
+  const vF vhi = (vF){0} + hi, vlo = (vF){0} + lo, vsc = (vF){0} + sc;
+  const vF vw = w - (vF){0}, vb = b - (vF){0}; /* their -0 kept */
+  size_t i = 0;
+  if (stream && KERN_NT) {
+    i = head_to_align(y, sizeof(float), n);
+    KFN(axpb_f32f)(x, y, i, shift, scale, w, b, 0);
+    for (; i + FW <= n; i += FW)
+      stF(y + i, fmaF((ld_vF(x + i) - vhi - vlo) * vsc, vw, vb), 1);
+    stream_fence();
+  } else {
+    for (; i + FW <= n; i += FW)
+      stF(y + i, fmaF((ld_vF(x + i) - vhi - vlo) * vsc, vw, vb), 0);
+  }
+  for (; i < n; i++) y[i] = sfmaf(((x[i] - hi) - lo) * sc, w, b);
+}
+
 #include "kern_backward_impl.h"
 
 /* ---- the table ------------------------------------------------------------ */
@@ -1099,6 +1120,7 @@ const kern_t KERN_TABLE = {
 #endif
     .affine = KMAT(affine),
     .affine_f32 = KFN(affine_f32f),
+    .axpb_f32 = KFN(axpb_f32f),
     KERN_BACKWARD_ENTRIES
 #if KERN_F16C
     .affine_bf16 = KFN(affine_bf16_bf16_f),
