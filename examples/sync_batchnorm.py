@@ -21,7 +21,8 @@ mean and var are sent as float64 tensors: as bare JSON arrays they would be
 float32 (the default dtype) and lose digits when |mean| >> std.
 
 The script then makes one /v1/norm/batch call on the whole batch and checks
-that both answers agree to float32 rounding. Python standard library only.
+that both answers agree to float32 rounding and the float32 apply's bound
+(the API's numerics note). Python standard library only.
 
   python3 examples/sync_batchnorm.py --url http://localhost:8080
   python3 examples/sync_batchnorm.py --shape 12,8,16,16 --shards 4
@@ -143,14 +144,19 @@ def main(argv=None):
     failures = []
     if len(y_sharded) != len(y_whole):
         failures.append("output sizes differ: %d vs %d" % (len(y_sharded), len(y_whole)))
-    # Outputs: float32 values; allow two float32 roundings of the larger one.
-    worst, worst_ulps = 0.0, 0.0
+    # Outputs: float32 values. The sharded ones (given statistics) are the
+    # double result rounded once; the whole batch in training mode does its
+    # final scale and shift in float32 (the API's numerics note: within
+    # 5.4e-7 * max(1, |y|) of that). Allow both, plus two float32 roundings
+    # of the larger value.
+    worst, worst_excess = 0.0, 0.0
     for a, b in zip(y_sharded, y_whole):
         d = abs(a - b)
-        ulp = F32_EPS * max(abs(a), abs(b), 2.0 ** -20)
-        worst, worst_ulps = max(worst, d), max(worst_ulps, d / ulp)
-    if worst_ulps > 2.0:
-        failures.append("outputs differ by up to %.3g (%.1f float32 ulps)" % (worst, worst_ulps))
+        allowed = 5.4e-7 * max(1.0, abs(a), abs(b)) + 2 * F32_EPS * max(abs(a), abs(b), 2.0 ** -20)
+        worst, worst_excess = max(worst, d), max(worst_excess, d / allowed)
+    if worst_excess > 1.0:
+        failures.append("outputs differ by up to %.3g (%.2f x the allowed difference)"
+                        % (worst, worst_excess))
     # Statistics: the whole-batch stats are float32; the merged ones float64.
     stats = whole["stats"]
     for name, got, want in (("mean", mean, stats["mean"]), ("var", var, stats["var"])):
@@ -165,11 +171,11 @@ def main(argv=None):
     for ch in range(c):
         print("  channel %d: mean %.6f var %.6f (count %d)"
               % (ch, mean[ch], var[ch], merged["count"][ch]))
-    print("  sharded vs whole batch: max |diff| %.3g over %d values (%.1f float32 ulps)"
-          % (worst, len(y_whole), worst_ulps))
+    print("  sharded vs whole batch: max |diff| %.3g over %d values (%.2f x the allowed)"
+          % (worst, len(y_whole), worst_excess))
     for f in failures:
         print("  MISMATCH: " + f)
-    print("sync_batchnorm: %s" % ("FAILED" if failures else "OK, equal to float32 rounding"))
+    print("sync_batchnorm: %s" % ("FAILED" if failures else "OK, equal within float32 rounding"))
     return 1 if failures else 0
 
 
