@@ -725,23 +725,49 @@ static void fill_from_text(const numarray_t *a, norm_tensor_t *t) {
   }
 }
 
+/* f[i] = (float)v[i] while fmt_float_from_double_exact(v[i]); returns how
+ * many (n: all). With SSE2 (every x86-64) four at a time: the same test on
+ * the bits (a midpoint's last 29 bits, which lie in the low dword, so a
+ * 32-bit compare of the masked values is the 64-bit one; a magnitude below
+ * 2^-126 and not 0) and cvtpd2ps, which rounds as the cast does. The
+ * scalar loop cost ~1.4 ns per number, 3% of the daemon's CPU under
+ * 512x2048 float32 JSON requests. */
+static size_t fill_f32(const double *v, float *f, size_t n) {
+  size_t i = 0;
+#ifdef __SSE2__
+  const __m128i low29 = _mm_set1_epi64x((1ll << 29) - 1), mid = _mm_set1_epi64x(1ll << 28);
+  const __m128d sign = _mm_set1_pd(-0.0), tiny = _mm_set1_pd(0x1p-126), zero = _mm_setzero_pd();
+  for (; i + 4 <= n; i += 4) {
+    __m128d a = _mm_loadu_pd(v + i), b = _mm_loadu_pd(v + i + 2);
+    __m128i ma = _mm_cmpeq_epi32(_mm_and_si128(_mm_castpd_si128(a), low29), mid);
+    __m128i mb = _mm_cmpeq_epi32(_mm_and_si128(_mm_castpd_si128(b), low29), mid);
+    __m128d aa = _mm_andnot_pd(sign, a), ab = _mm_andnot_pd(sign, b);
+    __m128d sa = _mm_and_pd(_mm_cmplt_pd(aa, tiny), _mm_cmpneq_pd(aa, zero));
+    __m128d sb = _mm_and_pd(_mm_cmplt_pd(ab, tiny), _mm_cmpneq_pd(ab, zero));
+    /* the low dword of each lane says midpoint (the high one, masked to
+     * zero, always compares equal) */
+    int bad = ((_mm_movemask_ps(_mm_castsi128_ps(ma)) | _mm_movemask_ps(_mm_castsi128_ps(mb))) & 5) |
+              _mm_movemask_pd(_mm_or_pd(sa, sb));
+    if (bad) break;
+    _mm_storeu_ps(f + i, _mm_movelh_ps(_mm_cvtpd_ps(a), _mm_cvtpd_ps(b)));
+  }
+#endif
+  for (; i < n; i++) {
+    if (!fmt_float_from_double_exact(v[i])) return i;
+    f[i] = (float)v[i];
+  }
+  return n;
+}
+
 void numarray_fill(const numarray_t *a, norm_tensor_t *t) {
   const double *v = a->values;
   switch (t->dtype) {
   case NORM_F64:
     memcpy(t->data, v, a->count * sizeof *v);
     return;
-  case NORM_F32: {
-    float *f = t->data;
-    for (size_t i = 0; i < a->count; i++) {
-      if (!fmt_float_from_double_exact(v[i])) {
-        fill_from_text(a, t);
-        return;
-      }
-      f[i] = (float)v[i];
-    }
+  case NORM_F32:
+    if (fill_f32(v, t->data, a->count) < a->count) fill_from_text(a, t);
     return;
-  }
   case NORM_F16: {
     uint16_t *h = t->data;
     for (size_t i = 0; i < a->count; i++) {
