@@ -454,17 +454,18 @@ KINLINE __m512i bf16_interleave(__m512i halves) {
   return _mm512_permutexvar_epi16(idx, halves);
 }
 
-/* The 32 bfloat16 of r_first and r_second (bf16_round2's order) when that
- * is provably what the double path gives for them, from |r - t| < e (t: the double result):
+/* The 32 bfloat16 of r_first and r_second (bf16_round2's order) in *out,
+ * and the mask of the lanes where that is provably what the double path
+ * gives, from |r - t| < e (t: the double result):
  * r - e and r + e round to one bfloat16, so all between them does, t too.
  * An end that vcvtne2ps2bf16 flushes (subnormal) or a sign change makes
  * them differ; a zero or subnormal r itself is not taken either (the
  * exponent field of its bfloat16 is 0). A NaN r passes (r - e and r + e
  * are NaN alike): callers whose r can be NaN where t is not (inf * 0 after
- * a float overflow) test for it themselves. Returns 0 when a lane is not
- * safe. */
-KINLINE int bf16_if_safe(__m512 r_second, __m512 r_first, __m512 e_second,
-                         __m512 e_first, __m512i *out) {
+ * a float overflow) test for it themselves. */
+KINLINE __mmask32 bf16_safe_lanes(__m512 r_second, __m512 r_first,
+                                   __m512 e_second, __m512 e_first,
+                                   __m512i *out) {
   __m512i got = bf16_round2(r_second, r_first);
   __m512i lo = bf16_round2(_mm512_sub_ps(r_second, e_second),
                            _mm512_sub_ps(r_first, e_first));
@@ -472,8 +473,9 @@ KINLINE int bf16_if_safe(__m512 r_second, __m512 r_first, __m512 e_second,
                            _mm512_add_ps(r_first, e_first));
   __mmask32 normal = _mm512_test_epi16_mask(got, _mm512_set1_epi16(0x7F80));
   *out = got;
-  return _mm512_mask_cmpeq_epi16_mask(normal, lo, hi) == 0xFFFFFFFFu;
+  return _mm512_mask_cmpeq_epi16_mask(normal, lo, hi);
 }
+
 
 /* bfloat16 -> bfloat16 y = (x - shift) * a + c in float lanes, with a
  * proof that the result rounds like the double path, else the double path.
@@ -520,8 +522,8 @@ KINLINE __m512 bf16_lane_result(const bf16_consts_t *k, __m512 xf, int folded,
 
 /* The vector loop of axpb_bf16_bf16_f over [i, n) in steps of 32, for one
  * form and one kind of store (constants once inlined, so each of the four
- * loops has no per-step test of them); returns where it stopped. A step
- * with an unsafe lane is done again by the double path. */
+ * loops has no per-step test of them); returns where it stopped. An
+ * unsafe lane is done again by the double path. */
 KINLINE size_t bf16_apply_loop(const uint16_t *x, uint16_t *y, size_t i,
                                size_t n, double shift, double a, double c,
                                const int folded, const int stream) {
@@ -534,11 +536,20 @@ KINLINE size_t bf16_apply_loop(const uint16_t *x, uint16_t *y, size_t i,
     __m512 r_even = bf16_lane_result(&k, x_even, folded, &e_even);
     __m512 r_odd = bf16_lane_result(&k, x_odd, folded, &e_odd);
     __m512i halves;
-    if (__builtin_expect(!bf16_if_safe(r_odd, r_even, e_odd, e_even, &halves), 0)) {
-      KFN(axpb_bf16_bf16)(x + i, y + i, 32, shift, a, c, 0);
-      continue;
-    }
+    __mmask32 good = bf16_safe_lanes(r_odd, r_even, e_odd, e_even, &halves);
     __m512i out = bf16_interleave(halves);
+    if (__builtin_expect(good != 0xFFFFFFFFu, 0)) {
+      /* the lanes not taken (lane j < 16 is element 2 j, lane 16 + j
+       * element 2 j + 1), one by one by the double path's scalar tail,
+       * before the store: y may be x */
+      uint16_t lanes[32];
+      memcpy(lanes, &out, sizeof lanes);
+      for (unsigned j = 0; j < 32; j++) {
+        unsigned e = j < 16 ? 2 * j : 2 * (j - 16) + 1;
+        if (!(good >> j & 1u)) KFN(axpb_bf16_bf16)(x + i + e, lanes + e, 1, shift, a, c, 0);
+      }
+      memcpy(&out, lanes, sizeof lanes);
+    }
     if (stream) _mm512_stream_si512((void *)(y + i), out);
     else _mm512_storeu_si512((void *)(y + i), out);
   }
@@ -589,8 +600,10 @@ KINLINE __m512 bf16_widen16(const uint16_t *x) {
  * dropped tail of shift give |r - t| <= 2^-21 (|p w| + |b|) + 2^-47 |scale
  * shift w| (t: the double result, whose own error is of order 2^-52). e is
  * twice that, and 2^-140 |w| more for a p in the subnormal floats; lanes
- * where r - e and r + e round apart (bf16_if_safe), or r is NaN, take the
- * double path. bench/check_kern compares it with the double path. */
+ * where r - e and r + e round apart (bf16_safe_lanes), or r is NaN, take
+ * the double path, each on its own (a whole step of 32 redone cost 15% of
+ * the loop's time with bfloat16 weights). bench/check_kern compares it
+ * with the double path. */
 typedef struct {
   __m512 sh, sl, sf, e_rel, e_tail; /* 2^-20, 2^-46 |scale shift| + 2^-140 */
 } affine_bf16_consts_t;
@@ -629,7 +642,7 @@ static void KFN(affine_bf16_double)(const uint16_t *x, uint16_t *y, size_t m,
 
 /* The vector loop of affine_bf16_bf16_f over [i, n) in steps of 32, for
  * one form (w, b or both) and one kind of store; returns where it
- * stopped. A step with an unsafe lane is done again by the double path. */
+ * stopped. An unsafe lane is done again by the double path. */
 KINLINE size_t affine_bf16_loop(const uint16_t *x, uint16_t *y, size_t i,
                                 size_t n, const affine_bf16_consts_t *k,
                                 double shift, double scale, const float *w,
@@ -641,12 +654,21 @@ KINLINE size_t affine_bf16_loop(const uint16_t *x, uint16_t *y, size_t i,
                                   b ? b + i + 16 : NULL, &e1);
     __m512i out;
     /* p = inf (float overflow) times w = 0 is NaN, the double path's t
-     * not: NaN lanes take the double path (NaN elements too) */
+     * not: NaN lanes take the double path (NaN elements too); a NaN in
+     * either of r0[j], r1[j] marks elements j and j + 16 */
     __mmask16 nan = _mm512_cmp_ps_mask(r0, r1, _CMP_UNORD_Q);
-    if (__builtin_expect(nan || !bf16_if_safe(r1, r0, e1, e0, &out), 0)) {
-      KFN(affine_bf16_double)(x + i, y + i, 32, shift, scale, w ? w + i : NULL,
-                              b ? b + i : NULL);
-      continue;
+    __mmask32 good = bf16_safe_lanes(r1, r0, e1, e0, &out) &
+                     ~((__mmask32)nan | (__mmask32)nan << 16);
+    if (__builtin_expect(good != 0xFFFFFFFFu, 0)) {
+      /* the lanes not taken, one by one by the double path (its scalar
+       * tail: the same bits as its body), before the store: y may be x */
+      uint16_t lanes[32];
+      memcpy(lanes, &out, sizeof lanes);
+      for (unsigned j = 0; j < 32; j++)
+        if (!(good >> j & 1u))
+          KFN(affine_bf16_double)(x + i + j, lanes + j, 1, shift, scale,
+                                  w ? w + i + j : NULL, b ? b + i + j : NULL);
+      memcpy(&out, lanes, sizeof lanes);
     }
     if (stream) _mm512_stream_si512((void *)(y + i), out);
     else _mm512_storeu_si512((void *)(y + i), out);
