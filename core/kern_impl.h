@@ -476,7 +476,6 @@ KINLINE __mmask32 bf16_safe_lanes(__m512 r_second, __m512 r_first,
   return _mm512_mask_cmpeq_epi16_mask(normal, lo, hi);
 }
 
-
 /* bfloat16 -> bfloat16 y = (x - shift) * a + c in float lanes, with a
  * proof that the result rounds like the double path, else the double path.
  * Two ways to r, with a bound on |r - t| (t: the double result):
@@ -715,11 +714,11 @@ static void KFN(affine_bf16_bf16_f)(const uint16_t *x, uint16_t *y, size_t n,
 #if KERN_F16C
 /* ---- bfloat16 -> bfloat16 axpb in float lanes, AVX2 ---------------------- */
 
-/* The 8-lane helpers below (bf16_widen8 to bf16_store16) serve every table
- * with AVX2 (the AVX-512 ones too: the backward's bfloat16 dx pass,
- * kern_backward_impl.h, has no 16-lane form); the axpb and affine paths
- * after them are the tables' without AVX512-BF16 (KERN_BF16NE has its own,
- * above). */
+/* The 8-lane helpers below (bf16_widen8 to float_at_least) serve every
+ * table with AVX2: the axpb and affine paths after them and the
+ * backward's bfloat16 dx pass (kern_backward_impl.h) of the avx2 and
+ * avx512 tables; the avx512bf16 table has 16-lane forms of all three (the
+ * axpb and affine ones above) and uses only float_at_least. */
 
 /* y = (x - shift) * a + c for bfloat16 x and y in 8 float lanes, with the
  * same bits as the double path (axpb_bf16_bf16, whose result is
