@@ -517,7 +517,7 @@ static int check_backward(const kern_t *k) {
       {
         double mu = shift + sd * (unit(&s) - 0.5), c0[2], c1[2], p2[2];
         k->centered[dt](x, n, mu, c0);
-        k->bw_centered_row_sums[dt](x, dy, n, mu, wp, c1, p2);
+        k->bw_centered_row_sums[dt](x, dy, n, mu, wp, NULL, c1, p2);
         if (memcmp(c0, c1, sizeof c0) != 0 && bad++ < 5)
           printf("  %s bw_centered_row_sums %s n=%zu: %a %a, centered %a %a\n",
                  k->name, norm_dtype_name(dt), n, c1[0], c1[1], c0[0], c0[1]);
@@ -535,7 +535,7 @@ static int check_backward(const kern_t *k) {
       /* bw_sumsq_row_sums: sumsq's bits, and sum(w dy), sum(w dy x) */
       {
         double p2[2], sq0 = k->sumsq[dt](x, n);
-        double sq1 = k->bw_sumsq_row_sums[dt](x, dy, n, wp, p2);
+        double sq1 = k->bw_sumsq_row_sums[dt](x, dy, n, wp, NULL, p2);
         if (memcmp(&sq0, &sq1, sizeof sq0) != 0 && bad++ < 5)
           printf("  %s bw_sumsq_row_sums %s n=%zu: %a, sumsq %a\n", k->name,
                  norm_dtype_name(dt), n, sq1, sq0);
@@ -548,6 +548,26 @@ static int check_backward(const kern_t *k) {
           if (!bw_close(p2[h], ps[h], pa[h], n) && bad++ < 5)
             printf("  %s bw_sumsq_row_sums %s n=%zu [%d]: %a want %La\n",
                    k->name, norm_dtype_name(dt), n, h, p2[h], ps[h]);
+      }
+      /* the same two with the weights as floats: the bits of the same
+       * weights as doubles (w rounded to float for both) */
+      static float wfl[BW_MAX];
+      static double wfd[BW_MAX];
+      for (size_t i = 0; i < n; i++) wfd[i] = wfl[i] = (float)w[i];
+      if (per) {
+        double mu = shift + sd * (unit(&s) - 0.5), c0[2], c1[2], p0[2], p1[2];
+        k->bw_centered_row_sums[dt](x, dy, n, mu, wfd, NULL, c0, p0);
+        k->bw_centered_row_sums[dt](x, dy, n, mu, NULL, wfl, c1, p1);
+        if ((memcmp(c0, c1, sizeof c0) || memcmp(p0, p1, sizeof p0)) && bad++ < 5)
+          printf("  %s bw_centered_row_sums %s n=%zu: float weights %a %a, "
+                 "double %a %a\n", k->name, norm_dtype_name(dt), n, p1[0],
+                 p1[1], p0[0], p0[1]);
+        double q0 = k->bw_sumsq_row_sums[dt](x, dy, n, wfd, NULL, p0);
+        double q1 = k->bw_sumsq_row_sums[dt](x, dy, n, NULL, wfl, p1);
+        if ((memcmp(&q0, &q1, sizeof q0) || memcmp(p0, p1, sizeof p0)) && bad++ < 5)
+          printf("  %s bw_sumsq_row_sums %s n=%zu: float weights %a %a, "
+                 "double %a %a\n", k->name, norm_dtype_name(dt), n, p1[0],
+                 p1[1], p0[0], p0[1]);
       }
       /* bw_row_sums */
       static double gw1[BW_MAX], gb1[BW_MAX]; /* the gradients before it */
@@ -597,18 +617,23 @@ static int check_backward(const kern_t *k) {
        * bw_row_sums' gradients' bits, dx at an offset or in place of dy */
       {
         static unsigned char ref[BW_MAX * 8], dyc[BW_MAX * 8];
-        k->bw_dx[dt](x, dy, ref, n, shift, sc, 1.0, wp, mean_g, c, 1, 0);
+        /* every other run with per: the weights rounded to float, given
+         * to bw_dx_grads as floats */
+        int as_float = per && (r / 2) % 2;
+        k->bw_dx[dt](x, dy, ref, n, shift, sc, 1.0, as_float ? wfd : wp, mean_g,
+                     c, 1, 0);
         unsigned char *o2 = dx + (rng(&s) % 32) * size;
         const unsigned char *dyp = dy;
         if (r % 4 == 3) { /* in place */
           memcpy(dyc, dy, n * size);
           o2 = dyc, dyp = dyc;
         }
-        k->bw_dx_grads[dt](x, dyp, o2, n, shift, sc, wp, mean_g, c,
+        k->bw_dx_grads[dt](x, dyp, o2, n, shift, sc, as_float ? NULL : wp,
+                           as_float ? wfl : NULL, mean_g, c,
                            with_gw ? gw1 : NULL, with_gb ? gb1 : NULL, stream);
         if (memcmp(ref, o2, n * size) != 0 && bad++ < 5)
-          printf("  %s bw_dx_grads %s n=%zu per=%d: dx differs from bw_dx\n",
-                 k->name, norm_dtype_name(dt), n, per);
+          printf("  %s bw_dx_grads %s n=%zu per=%d float=%d: dx differs from "
+                 "bw_dx\n", k->name, norm_dtype_name(dt), n, per, as_float);
         if (((with_gw && memcmp(gw1, gw, n * sizeof gw[0]) != 0) ||
              (with_gb && memcmp(gb1, gb, n * sizeof gb[0]) != 0)) &&
             bad++ < 5)

@@ -51,8 +51,7 @@ void engine_backward(const norm_tensor_t *x, const norm_tensor_t *dy,
    * chunks converted here (dx from a chunk of doubles, rounded once) */
   int fused = x->dtype == dy->dtype && dy->dtype == dx->dtype;
   norm_dtype_t kd = fused ? x->dtype : NORM_F64;
-  size_t numel = l->groups * engine_layout_count(l);
-  int stream = fused && numel >= ENGINE_STREAM_BYTES / norm_dtype_size(dx->dtype);
+  int stream = fused && engine_streamed(l, dx->dtype);
   int chunked = !fused || (rows && weight && a->w == NULL);
   double xb[BW_CHUNK], gb[BW_CHUNK], wb[BW_CHUNK];
   double sum_g = 0.0, sum_gx = 0.0, mean_g = 0.0, c = 0.0;
@@ -106,9 +105,11 @@ void engine_backward(const norm_tensor_t *x, const norm_tensor_t *dy,
             xp = xb, dyp = gb;
           }
           const double *wv = NULL; /* rows: their weights, from entry j + i */
+          const float *wvf = NULL; /* as floats (engine_streamed) */
           if (rows && weight) {
             if (a->w) {
               wv = a->w + first + j + i;
+              wvf = stream && a->wf ? a->wf + first + j + i : NULL;
             } else {
               k->to_double[weight->dtype](at(weight, first + j + i), n, wb);
               wv = wb;
@@ -129,8 +130,8 @@ void engine_backward(const norm_tensor_t *x, const norm_tensor_t *dy,
             if (gw) gw[entry] += s * o[1];
             if (gbias) gbias[entry] += o[0];
           } else if (grads_in_dx) {
-            k->bw_dx_grads[kd](xp, dyp, (char *)at(dx, e), n, shift, s, wv,
-                               mean_g, c, gw ? gw + first + j + i : NULL,
+            k->bw_dx_grads[kd](xp, dyp, (char *)at(dx, e), n, shift, s,
+                               wvf ? NULL : wv, wvf, mean_g, c, gw ? gw + first + j + i : NULL,
                                gbias ? gbias + first + j + i : NULL, stream);
           } else if (fused) {
             k->bw_dx[kd](xp, dyp, (char *)at(dx, e), n, shift, s, w, wv,

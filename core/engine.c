@@ -56,6 +56,11 @@ layout_t engine_layout_instances(const norm_tensor_t *x) {
                     .affine_mod = c, .affine_mul = 1};
 }
 
+int engine_streamed(const layout_t *l, norm_dtype_t dt) {
+  return l->groups * engine_layout_count(l) >=
+         ENGINE_STREAM_BYTES / norm_dtype_size(dt);
+}
+
 /* ---- passes ---- */
 
 static const char *elem(const norm_tensor_t *t, size_t off) {
@@ -77,14 +82,14 @@ static const char *elem(const norm_tensor_t *t, size_t off) {
  * elements, NaN, Inf) the chunk gets the corrected two-pass from L1. */
 static double chunk_moments(const kern_t *k, norm_dtype_t dt, const char *p,
                             size_t n, const char *dyp, size_t cut, int rows,
-                            const double *w, double c[2], double *m2,
-                            double sums[4]) {
+                            const double *w, const float *wf, double c[2],
+                            double *m2, double sums[4]) {
   double count = (double)n;
   size_t head = n < 32 ? n : 32;
   double mu = k->sum[dt](p, head) / (double)head;
   for (int pass = 0; pass < 2; pass++) {
     if (dyp && rows) /* one piece, the weights per element */
-      k->bw_centered_row_sums[dt](p, dyp, n, mu, w, c, sums);
+      k->bw_centered_row_sums[dt](p, dyp, n, mu, w, wf, c, sums);
     else if (dyp)
       k->bw_centered_sums[dt](p, dyp, n, mu, cut, c, sums);
     else
@@ -118,6 +123,8 @@ int engine_moments_sums(const norm_tensor_t *x, const norm_tensor_t *dy,
   int rows = period == 1;
   /* rows: their weights prepared as doubles (or none) */
   const double *w = rows && a && a->weight ? a->w : NULL;
+  /* the same weights as floats, where exact and the tensor streamed */
+  const float *wf = w && engine_streamed(l, x->dtype) ? a->wf : NULL;
   if (dy && rows) { /* the whole segment one piece */
     if (dy->dtype != x->dtype || !engine_row_sums_fused(x->dtype) ||
         (a && a->weight && w == NULL))
@@ -149,10 +156,12 @@ int engine_moments_sums(const norm_tensor_t *x, const norm_tensor_t *dy,
       size_t run = dy && !rows ? j / period : 0;
       size_t cut = rows ? n : (run + 1) * period - j;
       double c[2], m, sums[4];
-      const double *wj = w ? w + (g % l->affine_mod) * l->affine_mul + j : NULL;
+      size_t wat = (g % l->affine_mod) * l->affine_mul + j;
+      const double *wj = w ? w + wat : NULL;
+      const float *wfj = wf ? wf + wat : NULL;
       double mu = chunk_moments(k, x->dtype, elem(x, base + j), n,
                                 dy ? elem(dy, base + j) : NULL,
-                                cut < n ? cut : n, rows, wj, c, &m, sums);
+                                cut < n ? cut : n, rows, wj, wfj, c, &m, sums);
       if (acc.count == 0) shift = mu;
       if (dy) {
         double d = shift - mu;
@@ -183,7 +192,10 @@ int engine_sumsq_sums(const norm_tensor_t *x, const norm_tensor_t *dy,
       l->affine_period != 1 || (a && a->weight && w == NULL))
     return 0;
   const kern_t *k = kern_get();
-  const double *wg = w ? w + (g % l->affine_mod) * l->affine_mul : NULL;
+  size_t wat = (g % l->affine_mod) * l->affine_mul;
+  const double *wg = w ? w + wat : NULL;
+  const float *wfg = /* the same as floats, as engine_moments_sums has them */
+      w && a->wf && engine_streamed(l, x->dtype) ? a->wf + wat : NULL;
   /* engine_sumsq's sum, segment by segment in its order */
   *sq = 0.0;
   rs->runs = 1;
@@ -193,7 +205,7 @@ int engine_sumsq_sums(const norm_tensor_t *x, const norm_tensor_t *dy,
     size_t base = g * l->group_stride + seg * l->seg_stride;
     double sums[2];
     *sq += k->bw_sumsq_row_sums[x->dtype](elem(x, base), elem(dy, base),
-                                          l->seg_len, wg, sums);
+                                          l->seg_len, wg, wfg, sums);
     rs->dy[0] += sums[0];
     rs->dyx[0] += sums[1];
   }
@@ -283,8 +295,7 @@ void engine_apply(const norm_tensor_t *x, norm_tensor_t *y, const layout_t *l,
   const kern_t *k = kern_get();
   size_t first = (g % l->affine_mod) * l->affine_mul;
   int per_element = l->affine_period == 1 && (a->weight || a->bias);
-  size_t numel = l->groups * engine_layout_count(l);
-  int stream = numel >= ENGINE_STREAM_BYTES / norm_dtype_size(y->dtype);
+  int stream = engine_streamed(l, y->dtype);
   /* float32 in and out, in float lanes (see engine.h) */
   int float_path = bounded && fabs(scale) <= 1e30 && x->dtype == NORM_F32 &&
                    y->dtype == NORM_F32;

@@ -71,6 +71,13 @@ enum { ENGINE_PREP = 4096 };
  * they are written with streaming stores (no read for ownership, which
  * would add a stream to memory). */
 #define ENGINE_STREAM_BYTES ((size_t)16 << 20)
+/* Whether a tensor of layout l and dtype dt is that large. Such tensors'
+ * rows also read their weights as floats where those are exact (affine_t's
+ * wf) rather than as doubles: half the bytes beside the streams from
+ * memory (a 4096x4096 float32 layer norm backward, 1 thread: +12% with its
+ * prefetch), where cache-resident rows, bound by their arithmetic, lose
+ * more to the conversion than they gain (RMS norm backward 64x768: -10%). */
+int engine_streamed(const layout_t *l, norm_dtype_t dt);
 typedef struct {
   const norm_tensor_t *weight, *bias; /* NULL: w = 1, b = 0 */
   const double *w, *b;                /* prepared entries, or NULL */

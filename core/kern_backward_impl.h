@@ -31,6 +31,15 @@ KINLINE void ld2_bf16(const uint16_t *p, vd *lo, vd *hi) {
 DEF_LD2(bf16, uint16_t)
 #endif
 
+/* The rows' weights from element i, VW of them (LD_W) or one (E_W), with
+ * hw a constant: 1 doubles, 2 floats (exact as doubles: the same
+ * products). */
+#define LD_W(hw, wp, i)                                                        \
+  ((hw) == 2 ? ld_f32((const float *)(wp) + (i))                               \
+             : ld_f64((const double *)(wp) + (i)))
+#define E_W(hw, wp, i)                                                         \
+  ((hw) == 2 ? (double)((const float *)(wp))[i] : ((const double *)(wp))[i])
+
 /* The sums of a run of dy and x sharing one weight entry:
  * out[0] = sum(dy), out[1] = sum(dy * (x - shift)). */
 #define DEF_BW_SUMS(dt, T)                                                     \
@@ -90,19 +99,19 @@ DEF_LD2(bf16, uint16_t)
 #define BW_CENTERED_HALF_W(dt, dy_too, has_w, wp, at, da, db, qa, qb)          \
   do {                                                                         \
     vd va = ld_##dt(x + (at)) - mu, vb = ld_##dt(x + (at) + VW) - mu;          \
-    da += va;                                                                  \
-    db += vb;                                                                  \
+    da = vadd_fma(va, da);                                                     \
+    db = vadd_fma(vb, db);                                                     \
     qa = vfma(va, va, qa);                                                     \
     qb = vfma(vb, vb, qb);                                                     \
     if (dy_too) {                                                              \
       vd ea, eb;                                                               \
       ld2_##dt(dy + (at), &ea, &eb);                                           \
       if (has_w) { /* (through a variable: wp is a literal NULL without) */    \
-        const double *w_ = (wp);                                               \
-        ea *= ld_f64(w_ + (at));                                               \
-        eb *= ld_f64(w_ + (at) + VW);                                          \
+        const void *w_ = (wp);                                                 \
+        ea *= LD_W(has_w, w_, (at));                                           \
+        eb *= LD_W(has_w, w_, (at) + VW);                                      \
       }                                                                        \
-      g += ea + eb;                                                            \
+      g = vadd_fma(ea + eb, g);                                                \
       p0 = vfma(ea, va, p0);                                                   \
       p1 = vfma(eb, vb, p1);                                                   \
     }                                                                          \
@@ -137,7 +146,7 @@ DEF_LD2(bf16, uint16_t)
       piece[1] = hsum(p0 + p1);                                                \
       g = p0 = p1 = (vd){0};                                                   \
       at = 2;                                                                  \
-      if (cut != cb) { /* straddled: dy element by element */                \
+      if (cut != cb) { /* straddled: dy element by element */                  \
         BW_CENTERED_STEP(dt, 0);                                               \
         BW_PIECES_SCALAR(dt, i, i + 4 * VW)                                    \
         i += 4 * VW;                                                           \
@@ -158,20 +167,20 @@ DEF_LD2(bf16, uint16_t)
  * bw_row_sums has it. Layer norm's moments with its sums in one pass. */
 #define DEF_BW_CENTERED_ROW_SUMS(dt, T)                                        \
   KINLINE void KFN(bw_centered_row_sums_loop_##dt)(                            \
-      const T *x, const T *dy, size_t n, double mu, const double *w,           \
+      const T *x, const T *dy, size_t n, double mu, const void *w,             \
       double out[2], double sums[2], const int has_w) {                        \
     vd d0 = {0}, d1 = {0}, d2 = {0}, d3 = {0};                                 \
     vd q0 = {0}, q1 = {0}, q2 = {0}, q3 = {0};                                 \
     vd g = {0}, p0 = {0}, p1 = {0};                                            \
     size_t i = 0;                                                              \
     for (; i + 4 * VW <= n; i += 4 * VW) {                                     \
-      BW_CENTERED_HALF_W(dt, 1, has_w, w, i, d0, d1, q0, q1);                     \
-      BW_CENTERED_HALF_W(dt, 1, has_w, w, i + 2 * VW, d2, d3, q2, q3);            \
+      BW_CENTERED_HALF_W(dt, 1, has_w, w, i, d0, d1, q0, q1);                  \
+      BW_CENTERED_HALF_W(dt, 1, has_w, w, i + 2 * VW, d2, d3, q2, q3);         \
     }                                                                          \
     double sg = hsum(g), sp = hsum(p0 + p1);                                   \
     for (size_t t = i; t < n; t++) { /* dy's tail */                           \
       double e = e_##dt(dy + t), v = e_##dt(x + t) - mu;                       \
-      if (has_w) e *= w[t];                                                    \
+      if (has_w) e *= E_W(has_w, w, t);                                        \
       sg += e;                                                                 \
       sp = sfma(e, v, sp);                                                     \
     }                                                                          \
@@ -181,9 +190,11 @@ DEF_LD2(bf16, uint16_t)
   }                                                                            \
   static void KFN(bw_centered_row_sums_##dt)(const void *x, const void *dy,    \
                                              size_t n, double mu,              \
-                                             const double *w, double out[2],   \
-                                             double sums[2]) {                 \
-    if (w)                                                                     \
+                                             const double *w, const float *wf, \
+                                             double out[2], double sums[2]) {  \
+    if (wf)                                                                    \
+      KFN(bw_centered_row_sums_loop_##dt)(x, dy, n, mu, wf, out, sums, 2);     \
+    else if (w)                                                                \
       KFN(bw_centered_row_sums_loop_##dt)(x, dy, n, mu, w, out, sums, 1);      \
     else                                                                       \
       KFN(bw_centered_row_sums_loop_##dt)(x, dy, n, mu, w, out, sums, 0);      \
@@ -197,7 +208,7 @@ DEF_LD2(bf16, uint16_t)
  * element (w; NULL: 1), w dy rounded first as bw_row_sums has it. */
 #define DEF_BW_SUMSQ_ROW_SUMS(dt, T)                                           \
   KINLINE double KFN(bw_sumsq_row_sums_loop_##dt)(                             \
-      const T *x, const T *dy, size_t n, const double *w, double sums[2],      \
+      const T *x, const T *dy, size_t n, const void *w, double sums[2],        \
       const int has_w) {                                                       \
     vd a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};                                 \
     vd g = {0}, p0 = {0}, p1 = {0};                                            \
@@ -213,10 +224,10 @@ DEF_LD2(bf16, uint16_t)
       ld2_##dt(dy + i, &e0, &e1);                                              \
       ld2_##dt(dy + i + 2 * VW, &e2, &e3);                                     \
       if (has_w) {                                                             \
-        e0 *= ld_f64(w + i);                                                   \
-        e1 *= ld_f64(w + i + VW);                                              \
-        e2 *= ld_f64(w + i + 2 * VW);                                          \
-        e3 *= ld_f64(w + i + 3 * VW);                                          \
+        e0 *= LD_W(has_w, w, i);                                               \
+        e1 *= LD_W(has_w, w, i + VW);                                          \
+        e2 *= LD_W(has_w, w, i + 2 * VW);                                      \
+        e3 *= LD_W(has_w, w, i + 3 * VW);                                      \
       }                                                                        \
       g += (e0 + e1) + (e2 + e3);                                              \
       p0 = vfma(e0, v0, p0);                                                   \
@@ -227,7 +238,7 @@ DEF_LD2(bf16, uint16_t)
     for (; i + VW <= n; i += VW) {                                             \
       vd v = ld_##dt(x + i), e = ld_##dt(dy + i);                              \
       a0 += v * v;                                                             \
-      if (has_w) e *= ld_f64(w + i);                                           \
+      if (has_w) e *= LD_W(has_w, w, i);                                       \
       g += e;                                                                  \
       p0 = vfma(e, v, p0);                                                     \
     }                                                                          \
@@ -236,7 +247,7 @@ DEF_LD2(bf16, uint16_t)
     for (; i < n; i++) {                                                       \
       double v = e_##dt(x + i), e = e_##dt(dy + i);                            \
       sq += v * v;                                                             \
-      if (has_w) e *= w[i];                                                    \
+      if (has_w) e *= E_W(has_w, w, i);                                        \
       sg += e;                                                                 \
       sp = sfma(e, v, sp);                                                     \
     }                                                                          \
@@ -246,9 +257,10 @@ DEF_LD2(bf16, uint16_t)
   }                                                                            \
   static double KFN(bw_sumsq_row_sums_##dt)(const void *x, const void *dy,     \
                                             size_t n, const double *w,         \
-                                            double sums[2]) {                  \
-    return w ? KFN(bw_sumsq_row_sums_loop_##dt)(x, dy, n, w, sums, 1)          \
-             : KFN(bw_sumsq_row_sums_loop_##dt)(x, dy, n, w, sums, 0);         \
+                                            const float *wf, double sums[2]) { \
+    return wf  ? KFN(bw_sumsq_row_sums_loop_##dt)(x, dy, n, wf, sums, 2)       \
+           : w ? KFN(bw_sumsq_row_sums_loop_##dt)(x, dy, n, w, sums, 1)        \
+               : KFN(bw_sumsq_row_sums_loop_##dt)(x, dy, n, w, sums, 0);       \
   }
 
 /* The sums of a row with a weight per element (w; NULL: 1), xhat =
@@ -298,8 +310,8 @@ DEF_LD2(bf16, uint16_t)
   static void KFN(bw_row_sums_##dt)(const void *x, const void *dy, size_t n,   \
                                     double shift, double s, const double *w,   \
                                     double *gw, double *gb, double out[2]) {   \
-    /* the cases of layer norm (both gradients, or none) and RMS norm (the  \
-     * weight's only), with and without a weight; the rest in one loop */     \
+    /* the cases of layer norm (both gradients, or none) and RMS norm (the     \
+     * weight's only), with and without a weight; the rest in one loop */      \
     if (w && gw && gb)                                                         \
       KFN(bw_row_sums_loop_##dt)(x, dy, n, shift, s, w, gw, gb, out, 1, 1, 1); \
     else if (w && gw)                                                          \
@@ -391,6 +403,13 @@ DEF_LD2(bf16, uint16_t)
                                 wv ? wv[i] : w, sfma));                        \
   }
 
+/* Bytes [p, p + bytes) on their way into L2 (a hint: an address past the
+ * end of an array is not read and cannot fault). */
+KINLINE void prefetch_l2(const void *p, size_t bytes) {
+  for (size_t o = 0; o < bytes; o += 64)
+    __builtin_prefetch((const char *)p + o, 0, 2);
+}
+
 /* bw_dx for rows (layer and RMS norm: a weight per element, the spread
  * term always) and on the way the gradients of their weight and bias,
  * gw[i] += dy xhat and gb[i] += dy (either NULL), xhat = (x - shift) s as
@@ -398,38 +417,64 @@ DEF_LD2(bf16, uint16_t)
  * x are in registers for dx anyway, so when the sums were taken with the
  * moments (bw_centered_row_sums) x and dy are read twice per row, not
  * three times. dx as bw_dx gives it (w = wv[i], or 1 where wv is NULL).
- * dx may alias dy. */
+ * dx may alias dy. With `stream` (a tensor larger than the caches) the n
+ * elements of x and dy after these, the next row in the rows' layouts, are
+ * prefetched into L2 on the way: the next row's moments pass then reads
+ * them from there, while this loop, bound by its arithmetic, leaves the
+ * memory idle (kernel_bench-like 4096x4096 float32 layer backward, 1
+ * thread: +8%). */
 #define BW_DX_GRADS_ELEM(dt, t)                                                \
   do {                                                                         \
     double xe = e_##dt(x + (t)), de = e_##dt(dy + (t));                        \
     if (gw) gw[t] = sfma(de, (xe - shift) * s, gw[t]);                         \
     if (gb) gb[t] += de;                                                       \
-    s_##dt(dx + (t), BW_DX_ELEM(xe, de, wv ? wv[t] : 1.0, sfma));              \
+    s_##dt(dx + (t), BW_DX_ELEM(xe, de, wf ? (double)wf[t] : wv ? wv[t] : 1.0, \
+                                sfma));                                        \
   } while (0)
 #define BW_DX_GRADS_VEC(dt, at, xa, da, ra)                                    \
   do {                                                                         \
     if (has_gw)                                                                \
       st_f64(gw + (at), vfma(da, (xa - shift) * s, ld_f64(gw + (at))));        \
-    if (has_gb) st_f64(gb + (at), ld_f64(gb + (at)) + da);                     \
+    if (has_gb) st_f64(gb + (at), vadd_fma(da, ld_f64(gb + (at))));            \
     if (stream)                                                                \
       st_##dt##_nt(dx + (at), ra);                                             \
     else                                                                       \
       st_##dt(dx + (at), ra);                                                  \
   } while (0)
+/* bw_dx_grads' specialized loops for one gradient case (GW, GB) and
+ * streaming or not (ST): float, double and (with both gradients) no
+ * weights, as cases of its switch. */
+#define BW_DX_GRADS_CASE(dt, HW, GW, GB, ST)                                   \
+  case ((GB) ? 1 : 2) << 3 | (HW) << 1 | (ST):                                 \
+    i = KFN(bw_dx_grads_loop_##dt)(x, dy, dx, i, n, shift, s, w_, mean_g, c,   \
+                                   gw, gb, HW, GW, GB, ST);                    \
+    break;
+#define BW_DX_GRADS_CASES(dt, GW, GB, ST)                                      \
+  BW_DX_GRADS_CASE(dt, 2, GW, GB, ST)                                          \
+  BW_DX_GRADS_CASE(dt, 1, GW, GB, ST)                                          \
+  BW_DX_GRADS_CASE_NONE_##GB(dt, ST)
+#define BW_DX_GRADS_CASE_NONE_1(dt, ST) BW_DX_GRADS_CASE(dt, 0, 1, 1, ST)
+#define BW_DX_GRADS_CASE_NONE_0(dt, ST)
 #define DEF_BW_DX_GRADS(dt, T)                                                 \
   KINLINE size_t KFN(bw_dx_grads_loop_##dt)(                                   \
       const T *x, const T *dy, T *dx, size_t i, size_t n, double shift,        \
-      double s, const double *wv, double mean_g, double c, double *gw,         \
+      double s, const void *wv, double mean_g, double c, double *gw,           \
       double *gb, const int has_wv, const int has_gw, const int has_gb,        \
       const int stream) {                                                      \
     const double sc = s * c;                                                   \
     const int spread = 1;                                                      \
     const vd one = splat_d(1.0);                                               \
     for (; i + 2 * VW <= n; i += 2 * VW) {                                     \
+      if (stream) { /* the next row's x and dy into L2 (see above) */          \
+        prefetch_l2(x + i + n, 2 * VW * sizeof(T));                            \
+        prefetch_l2(dy + i + n, 2 * VW * sizeof(T));                           \
+      }                                                                        \
       vd x0 = ld_##dt(x + i), x1 = ld_##dt(x + i + VW);                        \
       vd d0 = ld_##dt(dy + i), d1 = ld_##dt(dy + i + VW);                      \
-      vd r0 = BW_DX_ELEM(x0, d0, has_wv ? ld_f64(wv + i) : one, vfma_s);       \
-      vd r1 = BW_DX_ELEM(x1, d1, has_wv ? ld_f64(wv + i + VW) : one, vfma_s);  \
+      vd w0 = has_wv ? LD_W(has_wv, wv, i) : one;                              \
+      vd w1 = has_wv ? LD_W(has_wv, wv, i + VW) : one;                         \
+      vd r0 = BW_DX_ELEM(x0, d0, w0, vfma_s);  \
+      vd r1 = BW_DX_ELEM(x1, d1, w1, vfma_s);                                  \
       BW_DX_GRADS_VEC(dt, i, x0, d0, r0);                                      \
       BW_DX_GRADS_VEC(dt, i + VW, x1, d1, r1);                                 \
     }                                                                          \
@@ -437,7 +482,8 @@ DEF_LD2(bf16, uint16_t)
   }                                                                            \
   static void KFN(bw_dx_grads_##dt)(const void *xv, const void *dyv,           \
                                     void *dxv, size_t n, double shift,         \
-                                    double s, const double *wv, double mean_g, \
+                                    double s, const double *wv,                \
+                                    const float *wf, double mean_g,            \
                                     double c, double *gw, double *gb,          \
                                     int stream) {                              \
     const T *x = xv, *dy = dyv;                                                \
@@ -449,31 +495,20 @@ DEF_LD2(bf16, uint16_t)
     if (stream) /* align dx for the streaming stores; the head is scalar */    \
       v = head_to_align(dx, sizeof(T), n);                                     \
     for (; i < v; i++) BW_DX_GRADS_ELEM(dt, i);                                \
-    /* layer norm's cases (a weight or not, both gradients) and RMS norm's \
-     * (the weight's only), streamed or not; the rest in one loop */          \
-    int both = gw && gb, gw_only = gw && !gb;                                  \
-    if (stream && both && wv)                                                  \
-      i = KFN(bw_dx_grads_loop_##dt)(x, dy, dx, i, n, shift, s, wv, mean_g, c, \
-                                     gw, gb, 1, 1, 1, 1);                      \
-    else if (stream && both)                                                   \
-      i = KFN(bw_dx_grads_loop_##dt)(x, dy, dx, i, n, shift, s, wv, mean_g, c, \
-                                     gw, gb, 0, 1, 1, 1);                      \
-    else if (stream && gw_only && wv)                                          \
-      i = KFN(bw_dx_grads_loop_##dt)(x, dy, dx, i, n, shift, s, wv, mean_g, c, \
-                                     gw, gb, 1, 1, 0, 1);                      \
-    else if (!stream && both && wv)                                            \
-      i = KFN(bw_dx_grads_loop_##dt)(x, dy, dx, i, n, shift, s, wv, mean_g, c, \
-                                     gw, gb, 1, 1, 1, 0);                      \
-    else if (!stream && both)                                                  \
-      i = KFN(bw_dx_grads_loop_##dt)(x, dy, dx, i, n, shift, s, wv, mean_g, c, \
-                                     gw, gb, 0, 1, 1, 0);                      \
-    else if (!stream && gw_only && wv)                                         \
-      i = KFN(bw_dx_grads_loop_##dt)(x, dy, dx, i, n, shift, s, wv, mean_g, c, \
-                                     gw, gb, 1, 1, 0, 0);                      \
-    else                                                                       \
-      i = KFN(bw_dx_grads_loop_##dt)(x, dy, dx, i, n, shift, s, wv, mean_g, c, \
-                                     gw, gb, wv != 0, gw != 0, gb != 0,        \
-                                     stream);                                  \
+    /* layer norm's cases (float, double or no weights, both gradients)        \
+     * and RMS norm's (weights, the weight's gradient only), streamed or       \
+     * not, each a loop of its own; the rest in one loop */                    \
+    const void *w_ = wf ? (const void *)wf : (const void *)wv;                 \
+    int hw = wf ? 2 : wv != NULL, cs = (gw && gb) ? 1 : gw && hw ? 2 : 0;      \
+    switch (cs << 3 | hw << 1 | (stream != 0)) {                               \
+      BW_DX_GRADS_CASES(dt, 1, 1, 1)                                           \
+      BW_DX_GRADS_CASES(dt, 1, 1, 0)                                           \
+      BW_DX_GRADS_CASES(dt, 1, 0, 1)                                           \
+      BW_DX_GRADS_CASES(dt, 1, 0, 0)                                           \
+    default:                                                                   \
+      i = KFN(bw_dx_grads_loop_##dt)(x, dy, dx, i, n, shift, s, w_, mean_g, c, \
+                                     gw, gb, hw, gw != 0, gb != 0, stream);    \
+    }                                                                          \
     if (stream) stream_fence();                                                \
     (void)sc, (void)spread;                                                    \
     for (; i < n; i++) BW_DX_GRADS_ELEM(dt, i);                                \
@@ -777,7 +812,7 @@ static void KFN(bw_dx_bf16_f)(const void *xv, const void *dyv, void *dxv,
 
 /* The entries of the table (kern_impl.h's KERN_TABLE). */
 #define KERN_BACKWARD_ENTRIES                                                  \
-  .bw_sums = KVEC(bw_sums), .bw_centered_sums = KVEC(bw_centered_sums),       \
+  .bw_sums = KVEC(bw_sums), .bw_centered_sums = KVEC(bw_centered_sums),        \
   .bw_centered_row_sums = KVEC(bw_centered_row_sums),                          \
   .bw_sumsq_row_sums = KVEC(bw_sumsq_row_sums),                                \
   .bw_row_sums = KVEC(bw_row_sums), .bw_dx_grads = KVEC(bw_dx_grads),          \

@@ -1012,6 +1012,74 @@ START_TEST(test_huge_groups) {
 }
 END_TEST
 
+/* A float32 tensor of 16 MiB (rows of 1024, float32 weights) is streamed:
+ * its rows read their weights as floats and prefetch the next row, the
+ * same products and sums as the double weights of a row alone. Layer and
+ * RMS norm over it give the same dx, gradient and stats bits as the same
+ * rows one call each (gradients added in the same order). */
+START_TEST(test_streamed_rows_as_single_rows) {
+  enum { R = 4096, C = 1024 };
+  norm_tensor_t x = tu_mk(NORM_F32, 2, SHAPE(R, C));
+  norm_tensor_t dy = tu_mk(NORM_F32, 2, SHAPE(R, C));
+  norm_tensor_t dx = tu_mk(NORM_F32, 2, SHAPE(R, C));
+  norm_tensor_t dx1 = tu_mk(NORM_F32, 2, SHAPE(R, C));
+  norm_tensor_t w = tu_mk(NORM_F32, 1, SHAPE(C));
+  tu_fill_uniform(&x, 11, 2.0, 5.0);
+  tu_fill_uniform(&dy, 12, -1.0, 1.0);
+  tu_fill_uniform(&w, 13, 0.5, 1.5);
+  double *g[2][2], *st[2][3];
+  for (int k = 0; k < 2; k++) {
+    for (int j = 0; j < 2; j++) g[k][j] = calloc(C, sizeof(double));
+    for (int j = 0; j < 3; j++) st[k][j] = calloc(R, sizeof(double));
+    ck_assert(g[k][0] && g[k][1] && st[k][0] && st[k][1] && st[k][2]);
+  }
+  for (int rms = 0; rms < 2; rms++) {
+    for (int k = 0; k < 2; k++) { /* k = 0: the whole tensor, 1: row by row */
+      memset(g[k][0], 0, C * sizeof(double));
+      memset(g[k][1], 0, C * sizeof(double));
+      norm_grads_t gr = {g[k][0], rms ? NULL : g[k][1]};
+      norm_tensor_t *out = k ? &dx1 : &dx;
+      for (size_t r = 0; r < (k ? (size_t)R : 1); r++) {
+        size_t rows = k ? 1 : R, at = r * C * sizeof(float);
+        norm_tensor_t xr = x, dyr = dy, dxr = *out;
+        xr.shape[0] = dyr.shape[0] = dxr.shape[0] = (int64_t)rows;
+        xr.data = (char *)x.data + at;
+        dyr.data = (char *)dy.data + at;
+        dxr.data = (char *)out->data + at;
+        if (rms) { /* rstd and rms */
+          norm_stats_t sr = {NULL, NULL, st[k][0] + r, st[k][1] + r};
+          norm_rms_params_t p = {.normalized_ndim = 1, .eps = 1e-6};
+          EXPECT_RC(norm_rms_backward_rows(&xr, &dyr, &w, &p, &dxr, &gr, &sr,
+                                           0, rows), NORM_OK);
+        } else {
+          norm_stats_t sr = {st[k][0] + r, st[k][1] + r, st[k][2] + r, NULL};
+          norm_layer_params_t p = {.normalized_ndim = 1, .eps = 1e-5};
+          EXPECT_RC(norm_layer_backward_rows(&xr, &dyr, &w, &p, &dxr, &gr,
+                                             &sr, 0, rows), NORM_OK);
+        }
+      }
+    }
+    ck_assert_msg(memcmp(dx.data, dx1.data, tu_nbytes(&dx)) == 0,
+                  "%s: dx of the streamed rows differs", rms ? "rms" : "layer");
+    for (int j = 0; j < 2 - rms; j++)
+      ck_assert_msg(memcmp(g[0][j], g[1][j], C * sizeof(double)) == 0,
+                    "%s: gradient %d differs", rms ? "rms" : "layer", j);
+    for (int j = 0; j < 3; j++)
+      ck_assert_msg(memcmp(st[0][j], st[1][j], R * sizeof(double)) == 0,
+                    "%s: stats %d differ", rms ? "rms" : "layer", j);
+  }
+  for (int k = 0; k < 2; k++) {
+    for (int j = 0; j < 2; j++) free(g[k][j]);
+    for (int j = 0; j < 3; j++) free(st[k][j]);
+  }
+  tu_tensor_free(&x);
+  tu_tensor_free(&dy);
+  tu_tensor_free(&dx);
+  tu_tensor_free(&dx1);
+  tu_tensor_free(&w);
+}
+END_TEST
+
 /* ---- contract -------------------------------------------------------------
  */
 
@@ -1546,6 +1614,7 @@ Suite *norm_backward_suite(void) {
   tcase_add_test(tc, test_subnormal_inputs);
   tcase_add_test(tc, test_non_finite);
   tcase_add_test(tc, test_huge_groups);
+  tcase_add_test(tc, test_streamed_rows_as_single_rows);
   tcase_set_timeout(tc, 60);
   suite_add_tcase(s, tc);
 
