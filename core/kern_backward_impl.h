@@ -403,13 +403,6 @@ DEF_LD2(bf16, uint16_t)
                                 wv ? wv[i] : w, sfma));                        \
   }
 
-/* Bytes [p, p + bytes) on their way into L2 (a hint: an address past the
- * end of an array is not read and cannot fault). */
-KINLINE void prefetch_l2(const void *p, size_t bytes) {
-  for (size_t o = 0; o < bytes; o += 64)
-    __builtin_prefetch((const char *)p + o, 0, 2);
-}
-
 /* bw_dx for rows (layer and RMS norm: a weight per element, the spread
  * term always) and on the way the gradients of their weight and bias,
  * gw[i] += dy xhat and gb[i] += dy (either NULL), xhat = (x - shift) s as

@@ -218,6 +218,13 @@ KINLINE size_t head_to_align(const void *p, size_t size, size_t n) {
   return k < n ? k : n;
 }
 
+/* Bytes [p, p + bytes) on their way into L2 (a hint: an address past the
+ * end of an array is not read and cannot fault). */
+KINLINE void prefetch_l2(const void *p, size_t bytes) {
+  for (size_t o = 0; o < bytes; o += 64)
+    __builtin_prefetch((const char *)p + o, 0, 2);
+}
+
 /* ---- scalar element access for the tails ---------------------------------- */
 
 KINLINE double e_f32(const float *p) { return *p; }
@@ -1050,17 +1057,24 @@ KINLINE void stF(float *p, vF v, int stream) {
 
 /* The vector loops of affine_f32f over [i, n), for one kind of store (a
  * constant once inlined: no per-step test of it); returns where they
- * stopped. */
+ * stopped. Streaming (a tensor larger than the caches), the weight-only
+ * loop (RMS norm) prefetches the n elements of x after these, the next
+ * row, into L2 for the next row's statistics pass, as bw_dx_grads does:
+ * rms 4096x4096 float32 forward, 1 thread, 29.3 -> 33.5 GB/s (medians of
+ * 8 alternating runs); layer norm's loop, with its bias stream too, lost
+ * 25% (prefetch to L2 or L3) or nothing (to L1), and has none. */
 KINLINE size_t affine_f32f_loop(const float *x, float *y, size_t i, size_t n,
                                 vF vhi, vF vlo, vF vsc, const float *w,
                                 const float *b, const int stream) {
-  if (w && b) {
+  if (w && b) { /* (the next row's prefetch made this loop slower) */
     for (; i + FW <= n; i += FW)
       stF(y + i, fmaF((ld_vF(x + i) - vhi - vlo) * vsc, ld_vF(w + i), ld_vF(b + i)),
           stream);
   } else if (w) {
-    for (; i + FW <= n; i += FW)
+    for (; i + FW <= n; i += FW) {
+      if (stream) prefetch_l2(x + i + n, FW * sizeof(float));
       stF(y + i, (ld_vF(x + i) - vhi - vlo) * vsc * ld_vF(w + i), stream);
+    }
   } else {
     for (; i + FW <= n; i += FW)
       stF(y + i, fmaF(ld_vF(x + i) - vhi - vlo, vsc, ld_vF(b + i)), stream);
