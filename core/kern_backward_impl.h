@@ -621,13 +621,21 @@ static void KFN(bw_dx_bf16_redo)(const void *ctx, unsigned j, uint16_t *lane) {
 
 /* The vector loop of bw_dx_bf16_f over [i, n) in steps of 16 for one form
  * (wv or not, spread or not: constants once inlined); returns where it
- * stopped. */
+ * stopped. With `ahead` (rows of a streamed tensor: a weight per element,
+ * the spread term) the next row's x and dy, the n elements after these,
+ * are prefetched into L2 for its passes, as bw_dx_grads does for the other
+ * dtypes: bfloat16 4096x4096 backward, 1 thread, layer 7.0 -> 9.9, rms
+ * 7.7 -> 11.2 GB/s (16-lane loop, medians of 6 alternating runs). */
 KINLINE size_t bw_dx_bf16_loop8(const uint16_t *x, const uint16_t *dy,
                                 uint16_t *dx, size_t i, size_t n,
                                 const bw_dx_bf16_consts8_t *k,
                                 bw_dx_bf16_redo_t *redo, const double *wv,
-                                const int spread) {
+                                const int spread, const int ahead) {
   for (; i + 16 <= n; i += 16) {
+    if (ahead && i % 32 == 0) { /* the next row's x and dy, a line each */
+      prefetch_l2(x + i + n, 64);
+      prefetch_l2(dy + i + n, 64);
+    }
     __m256i bad0 = _mm256_setzero_si256(), bad1 = _mm256_setzero_si256();
     __m256 e0, e1;
     __m256 r0 = bw_dx_bf16_lanes8(k, x + i, dy + i, wv ? wv + i : NULL,
@@ -699,8 +707,12 @@ KINLINE size_t bw_dx_bf16_loop16(const uint16_t *x, const uint16_t *dy,
                                  uint16_t *dx, size_t i, size_t n,
                                  const bw_dx_bf16_consts16_t *k,
                                  bw_dx_bf16_redo_t *redo, const double *wv,
-                                 const int spread) {
+                                 const int spread, const int ahead) {
   for (; i + 16 <= n; i += 16) {
+    if (ahead && i % 32 == 0) { /* the next row's x and dy, a line each */
+      prefetch_l2(x + i + n, 64);
+      prefetch_l2(dy + i + n, 64);
+    }
     __m512 e;
     __m512 r = bw_dx_bf16_lanes16(k, x + i, dy + i, wv + i, redo->s, spread, &e);
     __mmask16 bad;
@@ -779,8 +791,10 @@ static void KFN(bw_dx_bf16_f)(const void *xv, const void *dyv, void *dxv,
         .nsc = _mm512_set1_ps(nsc), .nsc20 = _mm512_set1_ps(fabsf(nsc) * 0x1p-20f),
         .k = _mm512_set1_ps(kf), .ke = _mm512_set1_ps(ke),
         .ws = _mm512_set1_ps(ws), .aw = _mm512_set1_ps(aw)};
-    i = wv && spread ? bw_dx_bf16_loop16(x, dy, dx, i, n, &k, &redo, wv, 1)
-        : wv         ? bw_dx_bf16_loop16(x, dy, dx, i, n, &k, &redo, wv, 0)
+    i = wv && spread && stream
+            ? bw_dx_bf16_loop16(x, dy, dx, i, n, &k, &redo, wv, 1, 1)
+        : wv && spread ? bw_dx_bf16_loop16(x, dy, dx, i, n, &k, &redo, wv, 1, 0)
+        : wv           ? bw_dx_bf16_loop16(x, dy, dx, i, n, &k, &redo, wv, 0, 0)
         : spread     ? bw_dx_bf16_loop32(x, dy, dx, i, n, &k, &redo, 1)
                      : bw_dx_bf16_loop32(x, dy, dx, i, n, &k, &redo, 0);
 #else
@@ -788,10 +802,12 @@ static void KFN(bw_dx_bf16_f)(const void *xv, const void *dyv, void *dxv,
         .nsc = _mm256_set1_ps(nsc), .nsc20 = _mm256_set1_ps(fabsf(nsc) * 0x1p-20f),
         .k = _mm256_set1_ps(kf), .ke = _mm256_set1_ps(ke),
         .ws = _mm256_set1_ps(ws), .aw = _mm256_set1_ps(aw)};
-    i = wv && spread ? bw_dx_bf16_loop8(x, dy, dx, i, n, &k, &redo, wv, 1)
-        : wv         ? bw_dx_bf16_loop8(x, dy, dx, i, n, &k, &redo, wv, 0)
-        : spread     ? bw_dx_bf16_loop8(x, dy, dx, i, n, &k, &redo, NULL, 1)
-                     : bw_dx_bf16_loop8(x, dy, dx, i, n, &k, &redo, NULL, 0);
+    i = wv && spread && stream
+            ? bw_dx_bf16_loop8(x, dy, dx, i, n, &k, &redo, wv, 1, 1)
+        : wv && spread ? bw_dx_bf16_loop8(x, dy, dx, i, n, &k, &redo, wv, 1, 0)
+        : wv           ? bw_dx_bf16_loop8(x, dy, dx, i, n, &k, &redo, wv, 0, 0)
+        : spread       ? bw_dx_bf16_loop8(x, dy, dx, i, n, &k, &redo, NULL, 1, 0)
+                       : bw_dx_bf16_loop8(x, dy, dx, i, n, &k, &redo, NULL, 0, 0);
 #endif
   }
   /* the tail, or everything, by the double path */
