@@ -558,13 +558,15 @@ static int check_backward(const kern_t *k) {
         double mu = shift + sd * (unit(&s) - 0.5), c0[2], c1[2], p0[2], p1[2];
         k->bw_centered_row_sums[dt](x, dy, n, mu, wfd, NULL, c0, p0);
         k->bw_centered_row_sums[dt](x, dy, n, mu, NULL, wfl, c1, p1);
-        if ((memcmp(c0, c1, sizeof c0) || memcmp(p0, p1, sizeof p0)) && bad++ < 5)
+        if ((memcmp(c0, c1, sizeof c0) || memcmp(p0, p1, sizeof p0)) &&
+            bad++ < 5)
           printf("  %s bw_centered_row_sums %s n=%zu: float weights %a %a, "
                  "double %a %a\n", k->name, norm_dtype_name(dt), n, p1[0],
                  p1[1], p0[0], p0[1]);
         double q0 = k->bw_sumsq_row_sums[dt](x, dy, n, wfd, NULL, p0);
         double q1 = k->bw_sumsq_row_sums[dt](x, dy, n, NULL, wfl, p1);
-        if ((memcmp(&q0, &q1, sizeof q0) || memcmp(p0, p1, sizeof p0)) && bad++ < 5)
+        if ((memcmp(&q0, &q1, sizeof q0) || memcmp(p0, p1, sizeof p0)) &&
+            bad++ < 5)
           printf("  %s bw_sumsq_row_sums %s n=%zu: float weights %a %a, "
                  "double %a %a\n", k->name, norm_dtype_name(dt), n, p1[0],
                  p1[1], p0[0], p0[1]);

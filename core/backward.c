@@ -131,7 +131,8 @@ void engine_backward(const norm_tensor_t *x, const norm_tensor_t *dy,
             if (gbias) gbias[entry] += o[0];
           } else if (grads_in_dx) {
             k->bw_dx_grads[kd](xp, dyp, (char *)at(dx, e), n, shift, s,
-                               wvf ? NULL : wv, wvf, mean_g, c, gw ? gw + first + j + i : NULL,
+                               wvf ? NULL : wv, wvf, mean_g, c,
+                               gw ? gw + first + j + i : NULL,
                                gbias ? gbias + first + j + i : NULL, stream);
           } else if (fused) {
             k->bw_dx[kd](xp, dyp, (char *)at(dx, e), n, shift, s, w, wv,

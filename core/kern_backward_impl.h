@@ -806,8 +806,8 @@ static void KFN(bw_dx_bf16_f)(const void *xv, const void *dyv, void *dxv,
             ? bw_dx_bf16_loop8(x, dy, dx, i, n, &k, &redo, wv, 1, 1)
         : wv && spread ? bw_dx_bf16_loop8(x, dy, dx, i, n, &k, &redo, wv, 1, 0)
         : wv           ? bw_dx_bf16_loop8(x, dy, dx, i, n, &k, &redo, wv, 0, 0)
-        : spread       ? bw_dx_bf16_loop8(x, dy, dx, i, n, &k, &redo, NULL, 1, 0)
-                       : bw_dx_bf16_loop8(x, dy, dx, i, n, &k, &redo, NULL, 0, 0);
+        : spread ? bw_dx_bf16_loop8(x, dy, dx, i, n, &k, &redo, NULL, 1, 0)
+                 : bw_dx_bf16_loop8(x, dy, dx, i, n, &k, &redo, NULL, 0, 0);
 #endif
   }
   /* the tail, or everything, by the double path */
