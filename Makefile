@@ -150,10 +150,14 @@ test:
 # -O2, no -march=native (the kernels pick AVX-512 / AVX2 at run time).
 .PHONY: bench-check
 BENCH_BIN := $(BUILD)/kernel_bench $(BUILD)/check_kern $(BUILD)/fmt_sweep \
-             $(BUILD)/parse_sweep $(BUILD)/cpool_stress $(BUILD)/codec_bench
+             $(BUILD)/parse_sweep $(BUILD)/cpool_stress $(BUILD)/codec_bench \
+             $(BUILD)/output_hash
 $(BUILD)/kernel_bench: bench/kernel_bench.c $(SERVER_LIB) $(CORE_LIB)
 	$(CC) $(CFLAGS) -Icore $(SERVER_INC) -o $@ $< $(SERVER_LIB) $(CORE_LIB) -lpthread -lm
 $(BUILD)/check_kern: bench/check_kern.c $(CORE_LIB)
+	$(CC) $(CFLAGS) -Icore -o $@ $< $(CORE_LIB) -lm
+# A hash of layer / RMS norm outputs, to compare two revisions' bits.
+$(BUILD)/output_hash: bench/output_hash.c $(CORE_LIB)
 	$(CC) $(CFLAGS) -Icore -o $@ $< $(CORE_LIB) -lm
 $(BUILD)/fmt_sweep: bench/fmt_sweep.c $(BUILD)/server/codec/fmt.o
 	$(CC) $(CFLAGS) -Iserver/codec -o $@ $< $(BUILD)/server/codec/fmt.o -lpthread -lm
