@@ -52,6 +52,7 @@ void engine_backward(const norm_tensor_t *x, const norm_tensor_t *dy,
   int fused = x->dtype == dy->dtype && dy->dtype == dx->dtype;
   norm_dtype_t kd = fused ? x->dtype : NORM_F64;
   int stream = fused && engine_streamed(l, dx->dtype);
+  const float *wf = fused ? engine_row_wf(a, l, dx->dtype) : NULL;
   int chunked = !fused || (rows && weight && a->w == NULL);
   double xb[BW_CHUNK], gb[BW_CHUNK], wb[BW_CHUNK];
   double sum_g = 0.0, sum_gx = 0.0, mean_g = 0.0, c = 0.0;
@@ -105,11 +106,11 @@ void engine_backward(const norm_tensor_t *x, const norm_tensor_t *dy,
             xp = xb, dyp = gb;
           }
           const double *wv = NULL; /* rows: their weights, from entry j + i */
-          const float *wvf = NULL; /* as floats (engine_streamed) */
+          const float *wvf = NULL; /* as floats (engine_row_wf) */
           if (rows && weight) {
             if (a->w) {
               wv = a->w + first + j + i;
-              wvf = stream && a->wf ? a->wf + first + j + i : NULL;
+              wvf = wf ? wf + first + j + i : NULL;
             } else {
               k->to_double[weight->dtype](at(weight, first + j + i), n, wb);
               wv = wb;

@@ -61,6 +61,11 @@ int engine_streamed(const layout_t *l, norm_dtype_t dt) {
          ENGINE_STREAM_BYTES / norm_dtype_size(dt);
 }
 
+const float *engine_row_wf(const affine_t *a, const layout_t *l,
+                           norm_dtype_t dt) {
+  return a && a->w && a->wf && engine_streamed(l, dt) ? a->wf : NULL;
+}
+
 /* ---- passes ---- */
 
 static const char *elem(const norm_tensor_t *t, size_t off) {
@@ -123,8 +128,7 @@ int engine_moments_sums(const norm_tensor_t *x, const norm_tensor_t *dy,
   int rows = period == 1;
   /* rows: their weights prepared as doubles (or none) */
   const double *w = rows && a && a->weight ? a->w : NULL;
-  /* the same weights as floats, where exact and the tensor streamed */
-  const float *wf = w && engine_streamed(l, x->dtype) ? a->wf : NULL;
+  const float *wf = w ? engine_row_wf(a, l, x->dtype) : NULL; /* the same */
   if (dy && rows) { /* the whole segment one piece */
     if (dy->dtype != x->dtype || !engine_row_sums_fused(x->dtype) ||
         (a && a->weight && w == NULL))
@@ -194,8 +198,8 @@ int engine_sumsq_sums(const norm_tensor_t *x, const norm_tensor_t *dy,
   const kern_t *k = kern_get();
   size_t wat = (g % l->affine_mod) * l->affine_mul;
   const double *wg = w ? w + wat : NULL;
-  const float *wfg = /* the same as floats, as engine_moments_sums has them */
-      w && a->wf && engine_streamed(l, x->dtype) ? a->wf + wat : NULL;
+  const float *wf = w ? engine_row_wf(a, l, x->dtype) : NULL; /* the same */
+  const float *wfg = wf ? wf + wat : NULL;
   /* engine_sumsq's sum, segment by segment in its order */
   *sq = 0.0;
   rs->runs = 1;

@@ -71,12 +71,7 @@ enum { ENGINE_PREP = 4096 };
  * they are written with streaming stores (no read for ownership, which
  * would add a stream to memory). */
 #define ENGINE_STREAM_BYTES ((size_t)16 << 20)
-/* Whether a tensor of layout l and dtype dt is that large. Such tensors'
- * rows also read their weights as floats where those are exact (affine_t's
- * wf) rather than as doubles: half the bytes beside the streams from
- * memory (a 4096x4096 float32 layer norm backward, 1 thread: +12% with its
- * prefetch), where cache-resident rows, bound by their arithmetic, lose
- * more to the conversion than they gain (RMS norm backward 64x768: -10%). */
+/* Whether a tensor of layout l and dtype dt is that large. */
 int engine_streamed(const layout_t *l, norm_dtype_t dt);
 typedef struct {
   const norm_tensor_t *weight, *bias; /* NULL: w = 1, b = 0 */
@@ -90,6 +85,15 @@ typedef struct {
   const float *wf, *bf;
   float wfbuf[ENGINE_PREP], bfbuf[ENGINE_PREP];
 } affine_t;
+/* The float copies of a's prepared row weights (wf) where the rows of a
+ * tensor of layout l and dtype dt read them instead of the doubles (the
+ * same products): streamed tensors, where they are half the bytes beside
+ * the streams from memory (a 4096x4096 float32 layer norm backward, 1
+ * thread: +12% with its prefetch); cache-resident rows, bound by their
+ * arithmetic, lose more to the conversion than they gain (RMS norm
+ * backward 64x768: -10%). NULL there, or where a has none. */
+const float *engine_row_wf(const affine_t *a, const layout_t *l,
+                           norm_dtype_t dt);
 /* engine_moments, the same bits, and with dy not NULL the run sums of dy
  * in the same pass over x (it is read once for both); for rows weighted
  * by a's prepared weights (a NULL, or no weight: 1). Returns 0, having

@@ -466,7 +466,7 @@ DEF_LD2(bf16, uint16_t)
       vd d0 = ld_##dt(dy + i), d1 = ld_##dt(dy + i + VW);                      \
       vd w0 = has_wv ? LD_W(has_wv, wv, i) : one;                              \
       vd w1 = has_wv ? LD_W(has_wv, wv, i + VW) : one;                         \
-      vd r0 = BW_DX_ELEM(x0, d0, w0, vfma_s);  \
+      vd r0 = BW_DX_ELEM(x0, d0, w0, vfma_s);                                  \
       vd r1 = BW_DX_ELEM(x1, d1, w1, vfma_s);                                  \
       BW_DX_GRADS_VEC(dt, i, x0, d0, r0);                                      \
       BW_DX_GRADS_VEC(dt, i + VW, x1, d1, r1);                                 \
