@@ -1,4 +1,4 @@
-/* http.h -- the HTTP server (libmicrohttpd, epoll, internal threads) that
+/* http.h -- the HTTP server (libmicrohttpd, poll, internal threads) that
  * routes requests, answers small GET routes itself and hands compute
  * requests to the worker pool. */
 #ifndef NORMD_HTTP_H

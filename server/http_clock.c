@@ -1,19 +1,17 @@
 /* http_clock.c -- each connection's request clock (conn_t) and the sweeper
- * thread that cuts requests still arriving past request_timeout_s and
- * connections whose client left, and trims the heap once idle.
+ * thread that cuts requests still arriving past request_timeout_s, and
+ * trims the heap once idle.
  *
  * DESIGN. MHD's connection timeout is an idle timeout: a client sending one
  * byte every few seconds is never idle. So each connection carries a request
  * clock, and the sweeper looks at every connection four times a second: a
  * request still arriving request_timeout_s after its first byte is cut
  * (shutdown() of the socket, which MHD then sees and closes; the handler
- * also checks the deadline on every body chunk). The sweeper also cuts a
- * connection whose client sent its FIN while a request was arriving or
- * between requests: MHD's epoll is edge-triggered and it stops reading after
- * a short read, so a FIN queued behind the last data raises no new event and
- * MHD would notice it only at connection_timeout_s. No answer is sent on a
+ * also checks the deadline on every body chunk). No answer is sent on a
  * cut: MHD 0.9 cannot queue a response before the whole body is in, and the
- * sweeper does not own the socket's output.
+ * sweeper does not own the socket's output. (A client that leaves, FIN,
+ * mid-request or between requests needs no sweep: MHD's poll loop reads
+ * the end of the stream and closes the connection itself.)
  */
 #include <malloc.h>
 #include <netinet/tcp.h>
@@ -23,7 +21,7 @@
 #include "http_internal.h"
 #include "log.h"
 
-enum { SWEEP_MS = 250, FIN_SWEEPS = 2, IDLE_TRIM_MS = 1000 };
+enum { SWEEP_MS = 250, IDLE_TRIM_MS = 1000 };
 
 long long http__now_ms(void) {
   struct timespec t;
@@ -166,14 +164,6 @@ int http__request_over(request_state_t *rs) {
   return clock_phase(c);
 }
 
-/* Whether all the client's bytes have been read and only its FIN is left:
- * what MHD's edge-triggered epoll can miss (after a short read MHD waits
- * for the next event, and a FIN that came with the data raises none). */
-static int fin_unread(MHD_socket fd) {
-  char b;
-  return recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
-}
-
 /* Moves the clock from c to a cut (CONN_CUT_*) and shuts the socket down
  * both ways; MHD sees that, closes the connection and ends its request.
  * 0, or -1 when the clock had moved from c meanwhile. */
@@ -198,20 +188,17 @@ int http__chunk_late(request_state_t *rs) {
 }
 
 /* One look at one connection, conns_lock held (so conn->fd is open).
- * Returns the phase it cut the connection to, or 0. */
+ * Returns 1 when it cut the connection (its request came too late). */
 static int sweep_one(const server_t *srv, conn_t *conn, long long now) {
+  long long timeout_ms = srv->cfg->request_timeout_s * 1000;
   long long c = atomic_load(&conn->clock);
   int phase = clock_phase(c);
-  unsigned long long rx = 0;
-  int fin = 0, known = 0;
-  if (phase != CONN_WAITING && phase != CONN_RECEIVING) {
-    conn->fin_sweeps = 0;
+  if (timeout_ms <= 0 || (phase != CONN_WAITING && phase != CONN_RECEIVING))
     return 0;
-  }
-  known = tcp_look(conn->fd, &rx, &fin) == 0;
-  long long timeout_ms = srv->cfg->request_timeout_s * 1000;
-  if (phase == CONN_WAITING && timeout_ms > 0 &&
-      (!known || rx > atomic_load(&conn->rx_mark))) {
+  unsigned long long rx = 0;
+  int fin = 0;
+  if (phase == CONN_WAITING && (tcp_look(conn->fd, &rx, &fin) != 0 ||
+                                rx > atomic_load(&conn->rx_mark))) {
     /* A request's first byte came since the previous look. Its clock
      * starts now: never before the byte, at most one sweep after it. */
     long long armed = clock_make(CONN_RECEIVING, now);
@@ -220,17 +207,8 @@ static int sweep_one(const server_t *srv, conn_t *conn, long long now) {
     c = armed;
     phase = CONN_RECEIVING;
   }
-  int cut = 0;
-  if (phase == CONN_RECEIVING && timeout_ms > 0 &&
-      now - clock_since(c) > timeout_ms)
-    cut = CONN_CUT_LATE;
-  else if (known && fin && fin_unread(conn->fd)) {
-    if (++conn->fin_sweeps >= FIN_SWEEPS)
-      cut = CONN_CUT_GONE; /* MHD missed it for a whole sweep */
-  } else {
-    conn->fin_sweeps = 0;
-  }
-  return cut != 0 && conn_cut(conn, c, cut, now) == 0 ? cut : 0;
+  return phase == CONN_RECEIVING && now - clock_since(c) > timeout_ms &&
+         conn_cut(conn, c, CONN_CUT_LATE, now) == 0;
 }
 
 /* Big buffers (bodies, tensors, replies) stay in malloc's heap between
@@ -260,25 +238,16 @@ static void *sweeper_main(void *arg) {
     if (srv->sweeper_stop) break;
     long long now = http__now_ms();
     trim_when_idle(srv, now);
-    int late = 0, gone = 0;
-    for (conn_t *conn = srv->conns; conn != NULL; conn = conn->next) {
-      int cut = sweep_one(srv, conn, now);
-      late += cut == CONN_CUT_LATE;
-      gone += cut == CONN_CUT_GONE;
-    }
-    if ((late || gone) && log_enabled(LOG_INFO)) {
+    int late = 0;
+    for (conn_t *conn = srv->conns; conn != NULL; conn = conn->next)
+      late += sweep_one(srv, conn, now);
+    if (late && log_enabled(LOG_INFO)) {
       pthread_mutex_unlock(&srv->conns_lock);
-      if (late)
-        log_msg(LOG_INFO,
-                "closed %d connection%s: request not in within "
-                "request_timeout_s (%llds)",
-                late, late == 1 ? "" : "s",
-                (long long)srv->cfg->request_timeout_s);
-      if (gone)
-        log_msg(LOG_INFO,
-                "closed %d connection%s whose client left (FIN) "
-                "mid-request or between requests",
-                gone, gone == 1 ? "" : "s");
+      log_msg(LOG_INFO,
+              "closed %d connection%s: request not in within "
+              "request_timeout_s (%llds)",
+              late, late == 1 ? "" : "s",
+              (long long)srv->cfg->request_timeout_s);
       pthread_mutex_lock(&srv->conns_lock);
     }
   }

@@ -31,7 +31,6 @@ enum {
   CONN_RECEIVING, /* a request is arriving; its deadline counts from `since` */
   CONN_BUSY,      /* the request is in: computing or answering, not timed */
   CONN_CUT_LATE,  /* cut: still arriving past request_timeout_s */
-  CONN_CUT_GONE,  /* cut: the client sent its FIN and MHD missed it */
 };
 
 /* One TCP connection, MHD's socket_context: created by the STARTED
@@ -43,7 +42,6 @@ typedef struct conn {
   MHD_socket fd;
   atomic_llong clock;    /* clock_make(phase, since) */
   atomic_ullong rx_mark; /* bytes received when CONN_WAITING began */
-  int fin_sweeps;        /* sweeper only: sweeps in a row that saw a FIN */
 } conn_t;
 
 struct server {

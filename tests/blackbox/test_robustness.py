@@ -29,11 +29,9 @@ def test_truncated_body_then_close(daemon):
 
 def test_truncated_body_half_close(daemon):
     """The client says it has sent everything (FIN) 10 bytes into a
-    1000-byte body: no answer is owed, and other clients are served. (The
-    daemon's sweeper closes such a connection within about half a second:
-    libmicrohttpd's edge-triggered epoll can miss a FIN that arrives with
-    data; test_slow_clients.py covers that timing, so the wait here is
-    short.)"""
+    1000-byte body: no answer is owed, and other clients are served.
+    (test_slow_clients.py checks that such a connection is let go at
+    once, so the wait here is short.)"""
     raw = raw_exchange(daemon.port,
                        b"POST /v1/norm/rms HTTP/1.1\r\nHost: x\r\n"
                        b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n"

@@ -170,8 +170,9 @@ def inflight(d):
 def test_client_leaving_mid_upload_is_let_go_at_once(strict):
     """Half of a 1 MB body, then close (FIN) right behind the data: the
     request ends within a second, not at connection_timeout_s (30 s).
-    libmicrohttpd alone misses such a FIN: its edge-triggered epoll raises
-    no new event for it after the short read of the last data."""
+    With epoll, libmicrohttpd missed such a FIN (its edge-triggered loop
+    raised no event after the short read of the last data); its poll loop,
+    which normd runs, sees it."""
     body = b'{"input": [' + b"1, " * 350000 + b"1]}"
     wire = HEADERS + b"Content-Length: %d\r\n\r\n" % len(body) + body
     for _ in range(8):

@@ -548,9 +548,9 @@ def abrupt(args, prof, rep, state):
         rep.check("abrupt", "RSS does not grow round over round (last <= first + 8 MB)",
                   rss[-1] <= rss[1] + 8 * 1024,
                   "%.1f -> %.1f MB" % (rss[1] / 1024, rss[-1] / 1024))
-        # A FIN right behind the last data used to wait for connection_timeout_s:
-        # libmicrohttpd's edge-triggered epoll raises no event for it after its
-        # short read of that data; normd's sweeper now closes such connections.
+        # A FIN right behind the last data used to wait for connection_timeout_s
+        # (libmicrohttpd's edge-triggered epoll raised no event for it after its
+        # short read of that data); with its poll loop it is read at once.
         rep.check("abrupt", "vanished clients released at once (within 2 s)", slowest <= 2.0,
                   "slowest round %.1f s" % slowest)
     finally:
