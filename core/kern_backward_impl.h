@@ -558,16 +558,16 @@ DEF_BACKWARD(bf16, uint16_t)
  *   |r - T| < B = 2.05 u M + 1.01 2^-149 |dy| + 2^-49 Ck + 2^-147.
  * The lanes compute e = fl(fl(fl(|dy| AW + KE) + |x| NSC20) + |r| 2^-20)
  * (three fmas; no x term without spread), NSC20 = |NSC| 2^-20 (exact), AW
- * = fl(|WS| 2^-20 + 2^-146) (per element; for a scalar w rounded up), KE
- * = 2^-20 |K| + 2^-48 Ck + 2^-145 rounded up to a float. Each float step
+ * = fl(|WS| 2^-20 + 2^-126) (per element; for a scalar w rounded up), KE
+ * = 2^-20 |K| + 2^-48 Ck + 2^-126 rounded up to a float. Each float step
  * loses at most u of its result plus 2^-150, so e >= (1 - 4u)(2^-20 M +
- * 2^-146 |dy| + 2^-48 Ck) + 2^-145 - 5 2^-150 > 2 B (2^-20 = 16 u), and e
+ * 2^-126 |dy| + 2^-48 Ck) + 2^-126 - 5 2^-150 > 2 B (2^-20 = 16 u), and e
  * > 2 (u |r| + 2^-150): lo = fl(r - e) and hi = fl(r + e) are off r -+ e
  * by less than e / 2, so T lies strictly inside [lo, hi]. From there the
  * bins argument of the axpb path (kern_impl.h, bf16_bins8) gives
  * RNE_bf16(T) where lo and hi bin alike; Inf / NaN in x, dy or w (or a
  * float overflow) make r Inf or NaN, and those lanes, with those whose
- * bins differ (T near a bfloat16 midpoint, or near zero: e >= 2^-145),
+ * bins differ (T near a bfloat16 midpoint, or near zero: e >= 2^-126),
  * are redone by the double path's scalar tail, the same bits as its body.
  * Rows outside the ranges take the double path whole. bench/check_kern
  * compares it bit for bit with the double formula. */
@@ -589,7 +589,7 @@ KINLINE __m256 bw_dx_bf16_lanes8(const bw_dx_bf16_consts8_t *k,
     __m128 hi = _mm256_cvtpd_ps(_mm256_mul_pd(_mm256_loadu_pd(wv + 4), vs));
     ws = _mm256_set_m128(hi, lo);
     aw = _mm256_fmadd_ps(abs8(ws), _mm256_set1_ps(0x1p-20f),
-                         _mm256_set1_ps(0x1p-146f));
+                         _mm256_set1_ps((float)KERN_SUBNORMAL_SLACK));
   }
   __m256 r = _mm256_fmadd_ps(dyf, ws, k->k);
   __m256 t = _mm256_fmadd_ps(abs8(dyf), aw, k->ke);
@@ -684,7 +684,7 @@ KINLINE __m512 bw_dx_bf16_lanes16(const bw_dx_bf16_consts16_t *k,
   __m256 hi = _mm512_cvtpd_ps(_mm512_mul_pd(_mm512_loadu_pd(wv + 8), vs));
   __m512 ws = _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
   __m512 aw = _mm512_fmadd_ps(_mm512_abs_ps(ws), _mm512_set1_ps(0x1p-20f),
-                              _mm512_set1_ps(0x1p-146f));
+                              _mm512_set1_ps((float)KERN_SUBNORMAL_SLACK));
   return bw_dx_bf16_r16(k, spread ? bf16_widen16(x) : ws, bf16_widen16(dy), ws,
                         aw, spread, e);
 }
@@ -782,9 +782,12 @@ static void KFN(bw_dx_bf16_f)(const void *xv, const void *dyv, void *dxv,
   if (fabs(s) <= 0x1p100 && sc_ok && ck <= 0x1p100) { /* NaN fails */
     const float kf = (float)(spread ? sc * shift - smg : -smg);
     const float nsc = spread ? (float)-sc : 0.0f, ws = (float)(s * w);
-    const float ke = float_at_least(0x1p-20 * fabsf(kf) + 0x1p-48 * ck + 0x1p-145);
+    const float ke = float_at_least(0x1p-20 * fabsf(kf) + 0x1p-48 * ck +
+                                    KERN_SUBNORMAL_SLACK);
     /* NaN or Inf w: r is NaN or Inf, every lane redone */
-    const float aw = isfinite(ws) ? float_at_least(0x1p-20 * fabsf(ws) + 0x1p-146) : ws;
+    const float aw = isfinite(ws) ? float_at_least(0x1p-20 * fabsf(ws) +
+                                                   KERN_SUBNORMAL_SLACK)
+                                  : ws;
     bw_dx_bf16_redo_t redo = {x, dy, wv, shift, s, w, mean_g, c, spread, 0};
 #if KERN_BF16NE
     const bw_dx_bf16_consts16_t k = {

@@ -28,6 +28,18 @@
 
 #define KINLINE static inline __attribute__((always_inline))
 
+/* The absolute slack the float-lane error bounds add for results in the
+ * subnormal floats (each rounding there errs by up to 2^-150, absolute):
+ * FLT_MIN, the smallest normal float, bounds it and is not subnormal
+ * itself. A subnormal constant (2^-140 .. 2^-146 were used) makes every
+ * FMA it enters take a microcode assist on Intel cores (Sapphire Rapids
+ * here; AMD Zen 4 takes none): bfloat16 rms 64x768 forward ran at 1.3 GB/s
+ * against layer norm's 7.8, whose other terms kept the sum normal. A
+ * larger bound only sends more lanes to the double path, and only lanes
+ * whose result is within 2^-126 of a rounding boundary: the bits are
+ * those of the double path either way. */
+#define KERN_SUBNORMAL_SLACK 0x1p-126
+
 typedef double vd __attribute__((vector_size(VW * 8)));
 typedef int64_t vl __attribute__((vector_size(VW * 8)));
 typedef float vf __attribute__((vector_size(VW * 4)));
@@ -620,13 +632,14 @@ KINLINE __m512 bf16_widen16(const uint16_t *x) {
  * without w), seven float roundings at most, each 2^-24 relative, and the
  * dropped tail of shift give |r - t| <= 2^-21 (|p w| + |b|) + 2^-47 |scale
  * shift w| (t: the double result, whose own error is of order 2^-52). e is
- * twice that, and 2^-140 |w| more for a p in the subnormal floats; lanes
- * where r - e and r + e round apart (bf16_safe_lanes), or r is NaN, take
- * the double path, each on its own (a whole step of 32 redone cost 15% of
- * the loop's time with bfloat16 weights). bench/check_kern compares it
- * with the double path. */
+ * twice that, and 2^-126 (|w| + 1) more for a p in the subnormal floats
+ * (the second 2^-126 added by the fma with |w|, so that no term of e is
+ * subnormal where x is zero); lanes where r - e and r + e round apart
+ * (bf16_safe_lanes), or r is NaN, take the double path, each on its own
+ * (a whole step of 32 redone cost 15% of the loop's time with bfloat16
+ * weights). bench/check_kern compares it with the double path. */
 typedef struct {
-  __m512 sh, sl, sf, e_rel, e_tail; /* 2^-20, 2^-46 |scale shift| + 2^-140 */
+  __m512 sh, sl, sf, e_rel, e_tail; /* 2^-20, 2^-46 |scale shift| + 2^-126 */
 } affine_bf16_consts_t;
 
 /* r and its e for the 16 elements at x, weights and biases at w and b. */
@@ -639,7 +652,8 @@ KINLINE __m512 affine_bf16_lanes(const affine_bf16_consts_t *k,
   __m512 r;
   if (w) {
     __m512 wv = _mm512_loadu_ps(w);
-    t = _mm512_mul_ps(_mm512_abs_ps(wv), t);
+    t = _mm512_fmadd_ps(_mm512_abs_ps(wv), t,
+                        _mm512_set1_ps((float)KERN_SUBNORMAL_SLACK));
     r = b ? _mm512_fmadd_ps(p, wv, _mm512_loadu_ps(b)) : _mm512_mul_ps(p, wv);
   } else {
     r = _mm512_add_ps(p, _mm512_loadu_ps(b));
@@ -705,7 +719,7 @@ static void KFN(affine_bf16_bf16_f)(const uint16_t *x, uint16_t *y, size_t n,
                                     double shift, double scale, const float *w,
                                     const float *b, int stream) {
   size_t i = 0;
-  double tail = 0x1p-46 * fabs(scale * shift) + 0x1p-140;
+  double tail = 0x1p-46 * fabs(scale * shift) + KERN_SUBNORMAL_SLACK;
   /* The bounds take scale as a normal float; a tiny, huge or non-finite
    * one (or shift) goes to the double path whole, as does a tail term
    * beyond float. */
@@ -909,24 +923,24 @@ static void KFN(axpb_bf16_bf16_f)(const void *xv, void *yv, size_t n,
  * - the double path: |T - V| <= 2^-51 (|Q w| + |b|) + 2^-1074 (1 + |w|).
  * So |r - T| <= B = 5.01u |p w| + 1.01u |b| + 1.001 |tau scale| |w| +
  * 1.001 2^-150 (|w| + 1). The lanes compute
- *   e = fl(fl(fl(|p| 2^-20 + E_tail) |w| + 2^-145) + |b| 2^-20),
- *   E_tail = 2.01 |tau scale| + 2^-146 (rounded up to a float),
- * (without w: fl(fl(|p| 2^-20 + E_tail + 2^-145) + |b| 2^-20); without b:
+ *   e = fl(fl(fl(|p| 2^-20 + E_tail) |w| + 2^-126) + |b| 2^-20),
+ *   E_tail = 2.01 |tau scale| + 2^-126 (rounded up to a float),
+ * (without w: fl(fl(|p| 2^-20 + E_tail + 2^-126) + |b| 2^-20); without b:
  * no last step). Each of its three float steps loses at most u of its
  * result plus 2^-150, so e >= (1 - 3u) (2^-20 (|p w| + |b|) + (E_tail
- * (1 - 2^-4)) |w| + 2^-145) - 3 2^-150 > 2 B, and e > 2 (u |r| + 2^-150),
+ * (1 - 2^-4)) |w| + 2^-126) - 3 2^-150 > 2 B, and e > 2 (u |r| + 2^-150),
  * so that lo = fl(r - e) and hi = fl(r + e) are off r -+ e by less than e
  * / 2: T lies strictly inside [lo, hi]. From there the bins argument of
  * axpb above (bf16_bins8) gives RNE_bf16(T) where lo and hi bin alike. A
  * NaN or infinite x, w or b, and a float overflow of p or r, make r NaN or
  * infinite: those lanes, and those whose bins differ (T near a bfloat16
- * midpoint, or r near zero: e >= 2^-146 makes lo and hi straddle it, so a
+ * midpoint, or r near zero: e >= 2^-126 makes lo and hi straddle it, so a
  * zero T, whatever its sign, is never taken), are redone one element at a
  * time by the double path. Rows outside the ranges above (and a tail term
  * E_tail beyond 2^100) take the double path whole. bench/check_kern
  * compares it bit for bit with affine[NORM_BF16][NORM_BF16]. */
 typedef struct {
-  __m256 sh, sl, sf, e_tail; /* e_tail: E_tail (+ 2^-145 without w) */
+  __m256 sh, sl, sf, e_tail; /* e_tail: E_tail (+ 2^-126 without w) */
 } affine_bf16_consts8_t;
 
 /* r and e for the 8 elements at x, weights and biases at w and b. */
@@ -940,7 +954,8 @@ KINLINE __m256 affine_bf16_lanes8(const affine_bf16_consts8_t *k,
   __m256 r;
   if (w) {
     __m256 wv = _mm256_loadu_ps(w);
-    t = _mm256_fmadd_ps(abs8(wv), t, _mm256_set1_ps(0x1p-145f));
+    t = _mm256_fmadd_ps(abs8(wv), t,
+                        _mm256_set1_ps((float)KERN_SUBNORMAL_SLACK));
     r = b ? _mm256_fmadd_ps(p, wv, _mm256_loadu_ps(b)) : _mm256_mul_ps(p, wv);
   } else {
     r = _mm256_add_ps(p, _mm256_loadu_ps(b));
@@ -994,7 +1009,8 @@ static void KFN(affine_bf16_bf16_f)(const uint16_t *x, uint16_t *y, size_t n,
       fabs(shift) <= 0x1p100) {
     const float sh = (float)shift, sl = (float)(shift - (double)sh);
     double tau = (shift - (double)sh) - (double)sl; /* exact */
-    double tail = 2.01 * (fabs(tau) * fabs(scale)) + 0x1p-146 + (w ? 0 : 0x1p-145);
+    double tail = 2.01 * (fabs(tau) * fabs(scale)) + KERN_SUBNORMAL_SLACK +
+                  (w ? 0 : KERN_SUBNORMAL_SLACK);
     if (tail <= 0x1p100) {
       const affine_bf16_consts8_t k = {
           .sh = _mm256_set1_ps(sh), .sl = _mm256_set1_ps(sl),
