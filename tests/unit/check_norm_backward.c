@@ -1097,7 +1097,7 @@ enum { MXCSR_SUBNORMAL = MXCSR_DENORMAL_OPERAND | MXCSR_UNDERFLOW };
  * same bits). The flag, unlike a timing, does not depend on the machine's
  * load. Every dtype whose kernels have float lanes, under the table in
  * use (NORM_SIMD). */
-START_TEST(test_no_subnormal_operands) {
+START_TEST(test_no_subnormals) {
   const norm_dtype_t dts[] = {NORM_F32, NORM_BF16};
   for (int kind = 0; kind < K_COUNT; kind++)
     for (int d = 0; d < 2; d++)
@@ -1665,7 +1665,7 @@ Suite *norm_backward_suite(void) {
   tcase_add_test(tc, test_huge_groups);
   tcase_add_test(tc, test_streamed_rows_as_single_rows);
 #if defined(__x86_64__) || defined(__i386__)
-  tcase_add_test(tc, test_no_subnormal_operands);
+  tcase_add_test(tc, test_no_subnormals);
 #endif
   tcase_set_timeout(tc, 60);
   suite_add_tcase(s, tc);
