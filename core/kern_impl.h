@@ -32,9 +32,10 @@
  * subnormal floats (each rounding there errs by up to 2^-150, absolute):
  * FLT_MIN, the smallest normal float, bounds it and is not subnormal
  * itself. A subnormal constant (2^-140 .. 2^-146 were used) makes every
- * FMA it enters take a microcode assist on Intel cores (Sapphire Rapids
- * here; AMD Zen 4 takes none): bfloat16 rms 64x768 forward ran at 1.3 GB/s
- * against layer norm's 7.8, whose other terms kept the sum normal. A
+ * FMA it enters take a microcode assist on Intel cores: on a Sapphire
+ * Rapids host bfloat16 rms 64x768 forward ran at 1.3 GB/s against layer
+ * norm's 7.8, whose other terms kept the sum normal, and 10.4 without
+ * it (the AMD Zen 4 hosts of earlier sessions showed no such cost). A
  * larger bound only sends more lanes to the double path, and only lanes
  * whose result is within 2^-126 of a rounding boundary: the bits are
  * those of the double path either way. */
