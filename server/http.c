@@ -355,7 +355,12 @@ server_t *http_start(const config_t *cfg, pool_t *pool, char *err,
    * until connection_timeout_s. Measured with bench/http_bench.sh (BASE
    * A/B, one run): 1x768 JSON 27-30k req/s with epoll, 33-41k with poll;
    * 512x2048 rows within noise; with 900 idle connections open as well,
-   * 26-33k both ways. */
+   * 26-33k both ways. poll's price: each wake-up walks every connection
+   * of its thread. With idle keep-alive connections open beside the load
+   * (1x768 JSON, wrk -c16, alternating runs on another host): 1000 idle,
+   * 20.7-21.3k req/s with poll against 22.5-27.4k with epoll; 2000,
+   * 13.5-15.2k against 19.3-29.3k; 4000, 9.1-11.8k against 28.6-33.2k
+   * (README: more replicas, not a max_connections far above its 1024). */
   unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
                    MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC | MHD_USE_ERROR_LOG;
   if (ipv6) flags |= MHD_USE_IPv6;
