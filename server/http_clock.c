@@ -48,14 +48,15 @@ _Static_assert(offsetof(tcp_info_ext_t, bytes_received) == 128,
                "struct tcp_info no longer matches the kernel's layout");
 
 /* What the kernel knows of a connection: the bytes received so far and
- * whether the peer has sent its FIN. -1 when it cannot tell. */
+ * (fin not NULL) whether the peer has sent its FIN. -1 when it cannot
+ * tell. */
 static int tcp_look(MHD_socket fd, unsigned long long *rx, int *fin) {
   tcp_info_ext_t ti;
   socklen_t len = sizeof ti;
   if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0 || len < sizeof ti)
     return -1;
   *rx = ti.bytes_received;
-  *fin = ti.base.tcpi_state == TCP_CLOSE_WAIT;
+  if (fin) *fin = ti.base.tcpi_state == TCP_CLOSE_WAIT;
   return 0;
 }
 
@@ -73,9 +74,8 @@ void http__on_connection(void *cls, struct MHD_Connection *c,
     if (ci == NULL || (conn = calloc(1, sizeof *conn)) == NULL)
       return; /* then only MHD's idle timeout applies to it */
     unsigned long long rx = 0;
-    int fin = 0;
     conn->fd = ci->connect_fd;
-    if (tcp_look(conn->fd, &rx, &fin) != 0) rx = 0;
+    if (tcp_look(conn->fd, &rx, NULL) != 0) rx = 0;
     atomic_init(&conn->clock, clock_make(rx > 0 ? CONN_RECEIVING : CONN_WAITING,
                                          http__now_ms()));
     atomic_init(&conn->rx_mark, rx);
@@ -153,8 +153,7 @@ int http__request_over(request_state_t *rs) {
   conn_t *conn = rs->conn;
   if (conn == NULL) return CONN_BUSY;
   unsigned long long rx = 0;
-  int fin = 0;
-  if (tcp_look(conn->fd, &rx, &fin) != 0) rx = ~0ULL; /* sweeper: unknown */
+  if (tcp_look(conn->fd, &rx, NULL) != 0) rx = ~0ULL; /* sweeper: unknown */
   atomic_store(&conn->rx_mark, rx);
   long long c = atomic_load(&conn->clock);
   do {
@@ -196,8 +195,7 @@ static int sweep_one(const server_t *srv, conn_t *conn, long long now) {
   if (timeout_ms <= 0 || (phase != CONN_WAITING && phase != CONN_RECEIVING))
     return 0;
   unsigned long long rx = 0;
-  int fin = 0;
-  if (phase == CONN_WAITING && (tcp_look(conn->fd, &rx, &fin) != 0 ||
+  if (phase == CONN_WAITING && (tcp_look(conn->fd, &rx, NULL) != 0 ||
                                 rx > atomic_load(&conn->rx_mark))) {
     /* A request's first byte came since the previous look. Its clock
      * starts now: never before the byte, at most one sweep after it. */
