@@ -721,8 +721,10 @@ KINLINE size_t bw_dx_bf16_loop16(const uint16_t *x, const uint16_t *dy,
       uint16_t lanes[16];
       memcpy(lanes, &out, sizeof lanes);
       redo->at = i;
-      for (unsigned j = 0; j < 16; j++)
-        if (bad >> j & 1u) KFN(bw_dx_bf16_redo)(redo, j, lanes + j);
+      for (uint32_t left = bad; left;) {
+        unsigned j = next_lane(&left);
+        KFN(bw_dx_bf16_redo)(redo, j, lanes + j);
+      }
       memcpy(&out, lanes, sizeof lanes);
     }
     _mm256_storeu_si256((__m256i *)(void *)(dx + i), out);
@@ -757,9 +759,9 @@ KINLINE size_t bw_dx_bf16_loop32(const uint16_t *x, const uint16_t *dy,
       uint16_t lanes[32];
       memcpy(lanes, &out, sizeof lanes);
       redo->at = i;
-      for (unsigned j = 0; j < 16; j++) {
-        if (bad_even >> j & 1u) KFN(bw_dx_bf16_redo)(redo, 2 * j, lanes + 2 * j);
-        if (bad_odd >> j & 1u) KFN(bw_dx_bf16_redo)(redo, 2 * j + 1, lanes + 2 * j + 1);
+      for (uint32_t left = (uint32_t)bad_even | (uint32_t)bad_odd << 16; left;) {
+        unsigned j = next_lane(&left), e = j < 16 ? 2 * j : 2 * (j - 16) + 1;
+        KFN(bw_dx_bf16_redo)(redo, e, lanes + e);
       }
       memcpy(&out, lanes, sizeof lanes);
     }

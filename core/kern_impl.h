@@ -296,6 +296,16 @@ KINLINE double hsum(vd v) {
   return s;
 }
 
+/* The lowest lane set in *bad, cleared there: the float-lane paths redo
+ * their unsafe lanes by walking the mask's set bits (a step of 32 lanes
+ * with one unsafe is one call, not 32 tests: layer norm's bfloat16 apply
+ * has one in about 15 steps). */
+KINLINE unsigned next_lane(uint32_t *bad) {
+  unsigned j = (unsigned)__builtin_ctz(*bad);
+  *bad &= *bad - 1;
+  return j;
+}
+
 /* ---- reductions, one set per input dtype ---------------------------------- */
 
 /* centered's tail from i on: its four accumulators merged, the last
@@ -472,6 +482,10 @@ DEF_WRITE_FROM(f16, uint16_t)
 DEF_WRITE_FROM(bf16, uint16_t)
 
 #if KERN_BF16NE
+/* 2^-20.5 and 2^-21.5 (the float below each), for the error bounds below */
+#define KERN_2_M20_5 0x1.6a09e6p-21f
+#define KERN_2_M21_5 0x1.6a09e6p-22f
+
 /* The bfloat16 float-lane paths work on 32 elements at a time, as two
  * float vectors that vcvtne2ps2bf16 rounds at once: the first vector's 16
  * results, then the second's. axpb splits one 64-byte load into the even
@@ -516,18 +530,24 @@ KINLINE __mmask32 bf16_safe_lanes(__m512 r_second, __m512 r_first,
  * Two ways to r, with a bound on |r - t| (t: the double result):
  * - folded, r = fma(x, A, C) with A = a and C = c - shift * a (computed in
  *   double) each rounded to float: |r - t| <= 2^-24 (|x a| + |C| + |r|)
- *   plus terms of order 2^-52, below 2^-23 M with M = |x A| + |C|. Where
- *   x a and C nearly cancel (|shift a| large: |mean| >> std), M is much
- *   larger than |r| and few lanes would pass, so then
+ *   (below 2^-23 M (1 + 2^-22) with M = |x A| + |C|), plus the double
+ *   roundings of C and of t itself, below 2^-51 (|x a| + |shift a| + |c|):
+ *   not small beside M where C nearly cancels and x is tiny (shift 1, a 1,
+ *   c 1, x = 2^-60: the double path's x - shift is -1, its t 0, r is x).
+ *   With |shift a| <= 4, 2^-48 covers them (for |c| > 8, 2^-21.5 |C| does).
+ *   Where x a and C nearly cancel (|shift a| large: |mean| >> std), M is
+ *   much larger than |r| and few lanes would pass, so then
  * - centered, d = (x - sh) - sl with shift = sh + sl (+ 2^-48 |shift|), p =
  *   d * (float)a, r = p + (float)c: |r - t| < 2^-21 M with M = |p| + |c|
  *   (about five float roundings and the dropped tail of shift, which for
  *   bfloat16 data is far below |d|, plus a factor 4).
- * e is twice the bound (four times for the folded form); the factor is
- * folded into the constants of M. Unsafe lanes (rare) take the double
- * path. bench/check_kern compares both forms with the double path. */
+ * e is twice the bound in the centered form; in the folded one e =
+ * 2^-21.5 M + 2^-48, whose test (bf16_safe_lanes rounds r - e and r + e,
+ * each within 2^-24 |r| <= 2^-24 M (1 + 2^-24) of its real value) still
+ * covers 2.3 times the bound. Unsafe lanes (rare) take the double path.
+ * bench/check_kern compares both forms with the double path. */
 typedef struct {
-  __m512 fa, fc, e_fa, e_fc; /* folded: A, C, and 2^-21 |A|, 2^-21 |C| */
+  __m512 fa, fc, e_fa, e_fc; /* folded: A, C, 2^-21.5 |A|, 2^-21.5 |C| + 2^-48 */
   __m512 sh, sl, cf, e_c;    /* centered: shift = sh + sl, c, 2^-20 |c| */
 } bf16_consts_t;
 
@@ -536,8 +556,8 @@ KINLINE bf16_consts_t bf16_consts(double shift, double a, double c) {
   const float fa = (float)a, fc = (float)(c - shift * a), cf = (float)c;
   return (bf16_consts_t){
       .fa = _mm512_set1_ps(fa), .fc = _mm512_set1_ps(fc),
-      .e_fa = _mm512_set1_ps(0x1p-21f * fabsf(fa)),
-      .e_fc = _mm512_set1_ps(0x1p-21f * fabsf(fc)),
+      .e_fa = _mm512_set1_ps(KERN_2_M21_5 * fabsf(fa)),
+      .e_fc = _mm512_set1_ps(KERN_2_M21_5 * fabsf(fc) + 0x1p-48f),
       .sh = _mm512_set1_ps(shf), .sl = _mm512_set1_ps((float)(shift - (double)shf)),
       .cf = _mm512_set1_ps(cf), .e_c = _mm512_set1_ps(0x1p-20f * fabsf(cf))};
 }
@@ -578,9 +598,9 @@ KINLINE size_t bf16_apply_loop(const uint16_t *x, uint16_t *y, size_t i,
        * before the store: y may be x */
       uint16_t lanes[32];
       memcpy(lanes, &out, sizeof lanes);
-      for (unsigned j = 0; j < 32; j++) {
-        unsigned e = j < 16 ? 2 * j : 2 * (j - 16) + 1;
-        if (!(good >> j & 1u)) KFN(axpb_bf16_bf16)(x + i + e, lanes + e, 1, shift, a, c, 0);
+      for (uint32_t bad = ~good; bad;) {
+        unsigned j = next_lane(&bad), e = j < 16 ? 2 * j : 2 * (j - 16) + 1;
+        KFN(axpb_bf16_bf16)(x + i + e, lanes + e, 1, shift, a, c, 0);
       }
       memcpy(&out, lanes, sizeof lanes);
     }
@@ -630,18 +650,41 @@ KINLINE __m512 bf16_widen16(const uint16_t *x) {
  * given the doubles of w and b (floats: the caller's exact copies). With
  * d = (x - sh) - sl (shift = sh + sl + tau, |tau| <= 2^-48 |shift|), p =
  * d * (float)scale and r = fma(p, w, b) (r = p * w without b, p + b
- * without w), seven float roundings at most, each 2^-24 relative, and the
- * dropped tail of shift give |r - t| <= 2^-21 (|p w| + |b|) + 2^-47 |scale
- * shift w| (t: the double result, whose own error is of order 2^-52). e is
- * twice that, and 2^-126 (|w| + 1) more for a p in the subnormal floats
- * (the second 2^-126 added by the fma with |w|, so that no term of e is
- * subnormal where x is zero); lanes where r - e and r + e round apart
+ * without w), u = 2^-24: four roundings in p w (two in d, sf, d sf), one
+ * in the fma, and the dropped tail of shift give |r - t| <= 5u |p w| + u
+ * |b| + 2^-47 |scale shift w| (t: the double result, whose own error is
+ * of order 2^-52 (|p w| + |b|)). e = 2^-20.5 |p w| + 2^-22 |b| + 2^-46
+ * |scale shift w|: less the 2^-24 |r| <= u (|p w| + |b|) (1 + u) by which
+ * bf16_safe_lanes' roundings of r - e and r + e may shrink it, still
+ * twice the bound, term by term. And 2^-126 (|w| + 1) more for a p in the
+ * subnormal floats (the second 2^-126 added by the fma with |w|, so that
+ * no term of e is subnormal where x is zero); lanes where r - e and r + e
+ * round apart
  * (bf16_safe_lanes), or r is NaN, take the double path, each on its own
  * (a whole step of 32 redone cost 15% of the loop's time with bfloat16
  * weights). bench/check_kern compares it with the double path. */
 typedef struct {
-  __m512 sh, sl, sf, e_rel, e_tail; /* 2^-20, 2^-46 |scale shift| + 2^-126 */
+  __m512 sh, sl, sf;
+  __m512 e_pw, e_b, e_tail; /* 2^-20.5, 2^-22, 2^-46 |scale shift| + 2^-126 */
 } affine_bf16_consts_t;
+
+/* RMS norm's form, shift 0 and weights only: d = x, p = x * (float)scale
+ * and r = p * w, three float roundings, so |r - t| <= 2^-22.4 |r| plus
+ * 2^-149 for an r in the subnormal floats, where p is normal (a subnormal p
+ * has an absolute error of 2^-150, which w can make as large as it likes:
+ * those lanes take the double path). e = 2^-21 |r| + 2^-126, less the
+ * 2^-24 |r| of the roundings of r - e and r + e, is more than twice that,
+ * from r alone: the bound needs neither |p| nor |w|. */
+KINLINE __m512 scaled_bf16_lanes(const affine_bf16_consts_t *k,
+                                 const uint16_t *x, const float *w,
+                                 __m512 *e, __mmask16 *subnormal_p) {
+  __m512 p = _mm512_mul_ps(bf16_widen16(x), k->sf);
+  *subnormal_p = _mm512_fpclass_ps_mask(p, 0x20); /* denormal */
+  __m512 r = _mm512_mul_ps(p, _mm512_loadu_ps(w));
+  *e = _mm512_fmadd_ps(_mm512_abs_ps(r), _mm512_set1_ps(0x1p-21f),
+                       _mm512_set1_ps((float)KERN_SUBNORMAL_SLACK));
+  return r;
+}
 
 /* r and its e for the 16 elements at x, weights and biases at w and b. */
 KINLINE __m512 affine_bf16_lanes(const affine_bf16_consts_t *k,
@@ -649,7 +692,7 @@ KINLINE __m512 affine_bf16_lanes(const affine_bf16_consts_t *k,
                                  const float *b, __m512 *e) {
   __m512 d = _mm512_sub_ps(_mm512_sub_ps(bf16_widen16(x), k->sh), k->sl);
   __m512 p = _mm512_mul_ps(d, k->sf);
-  __m512 t = _mm512_fmadd_ps(_mm512_abs_ps(p), k->e_rel, k->e_tail);
+  __m512 t = _mm512_fmadd_ps(_mm512_abs_ps(p), k->e_pw, k->e_tail);
   __m512 r;
   if (w) {
     __m512 wv = _mm512_loadu_ps(w);
@@ -659,7 +702,7 @@ KINLINE __m512 affine_bf16_lanes(const affine_bf16_consts_t *k,
   } else {
     r = _mm512_add_ps(p, _mm512_loadu_ps(b));
   }
-  *e = b ? _mm512_fmadd_ps(_mm512_abs_ps(_mm512_loadu_ps(b)), k->e_rel, t) : t;
+  *e = b ? _mm512_fmadd_ps(_mm512_abs_ps(_mm512_loadu_ps(b)), k->e_b, t) : t;
   return r;
 }
 
@@ -685,29 +728,38 @@ static void KFN(affine_bf16_double)(const uint16_t *x, uint16_t *y, size_t m,
 KINLINE size_t affine_bf16_loop(const uint16_t *x, uint16_t *y, size_t i,
                                 size_t n, const affine_bf16_consts_t *k,
                                 double shift, double scale, const float *w,
-                                const float *b, const int stream) {
+                                const float *b, const int scaled,
+                                const int stream) {
   for (; i + 32 <= n; i += 32) {
     if (stream) prefetch_l2(x + i + n, 32 * sizeof *x);
-    __m512 e0, e1;
-    __m512 r0 = affine_bf16_lanes(k, x + i, w ? w + i : NULL, b ? b + i : NULL, &e0);
-    __m512 r1 = affine_bf16_lanes(k, x + i + 16, w ? w + i + 16 : NULL,
-                                  b ? b + i + 16 : NULL, &e1);
+    __m512 e0, e1, r0, r1;
+    __mmask16 sub0 = 0, sub1 = 0;
+    if (scaled) { /* shift 0, weights only (the caller checked) */
+      r0 = scaled_bf16_lanes(k, x + i, w + i, &e0, &sub0);
+      r1 = scaled_bf16_lanes(k, x + i + 16, w + i + 16, &e1, &sub1);
+    } else {
+      r0 = affine_bf16_lanes(k, x + i, w ? w + i : NULL, b ? b + i : NULL, &e0);
+      r1 = affine_bf16_lanes(k, x + i + 16, w ? w + i + 16 : NULL,
+                             b ? b + i + 16 : NULL, &e1);
+    }
     __m512i out;
     /* p = inf (float overflow) times w = 0 is NaN, the double path's t
      * not: NaN lanes take the double path (NaN elements too); a NaN in
      * either of r0[j], r1[j] marks elements j and j + 16 */
     __mmask16 nan = _mm512_cmp_ps_mask(r0, r1, _CMP_UNORD_Q);
     __mmask32 good = bf16_safe_lanes(r1, r0, e1, e0, &out) &
-                     ~((__mmask32)nan | (__mmask32)nan << 16);
+                     ~((__mmask32)nan | (__mmask32)nan << 16 | (__mmask32)sub0 |
+                       (__mmask32)sub1 << 16);
     if (__builtin_expect(good != 0xFFFFFFFFu, 0)) {
       /* the lanes not taken, one by one by the double path (its scalar
        * tail: the same bits as its body), before the store: y may be x */
       uint16_t lanes[32];
       memcpy(lanes, &out, sizeof lanes);
-      for (unsigned j = 0; j < 32; j++)
-        if (!(good >> j & 1u))
-          KFN(affine_bf16_double)(x + i + j, lanes + j, 1, shift, scale,
-                                  w ? w + i + j : NULL, b ? b + i + j : NULL);
+      for (uint32_t bad = ~good; bad;) {
+        unsigned j = next_lane(&bad);
+        KFN(affine_bf16_double)(x + i + j, lanes + j, 1, shift, scale,
+                                w ? w + i + j : NULL, b ? b + i + j : NULL);
+      }
       memcpy(&out, lanes, sizeof lanes);
     }
     if (stream) _mm512_stream_si512((void *)(y + i), out);
@@ -728,7 +780,8 @@ static void KFN(affine_bf16_bf16_f)(const uint16_t *x, uint16_t *y, size_t n,
   const float shf = (float)shift;
   const affine_bf16_consts_t k = {
       .sh = _mm512_set1_ps(shf), .sl = _mm512_set1_ps((float)(shift - (double)shf)),
-      .sf = _mm512_set1_ps((float)scale), .e_rel = _mm512_set1_ps(0x1p-20f),
+      .sf = _mm512_set1_ps((float)scale), .e_pw = _mm512_set1_ps(KERN_2_M20_5),
+      .e_b = _mm512_set1_ps(0x1p-22f),
       .e_tail = _mm512_set1_ps((float)tail)};
   if (fast && stream) { /* align y for 64-byte streaming stores */
     i = head_to_align(y, 2, n);
@@ -736,14 +789,17 @@ static void KFN(affine_bf16_bf16_f)(const uint16_t *x, uint16_t *y, size_t n,
   }
   if (fast) {
     if (w && b)
-      i = stream ? affine_bf16_loop(x, y, i, n, &k, shift, scale, w, b, 1)
-                 : affine_bf16_loop(x, y, i, n, &k, shift, scale, w, b, 0);
+      i = stream ? affine_bf16_loop(x, y, i, n, &k, shift, scale, w, b, 0, 1)
+                 : affine_bf16_loop(x, y, i, n, &k, shift, scale, w, b, 0, 0);
+    else if (w && shift == 0) /* RMS norm's */
+      i = stream ? affine_bf16_loop(x, y, i, n, &k, shift, scale, w, NULL, 1, 1)
+                 : affine_bf16_loop(x, y, i, n, &k, shift, scale, w, NULL, 1, 0);
     else if (w)
-      i = stream ? affine_bf16_loop(x, y, i, n, &k, shift, scale, w, NULL, 1)
-                 : affine_bf16_loop(x, y, i, n, &k, shift, scale, w, NULL, 0);
+      i = stream ? affine_bf16_loop(x, y, i, n, &k, shift, scale, w, NULL, 0, 1)
+                 : affine_bf16_loop(x, y, i, n, &k, shift, scale, w, NULL, 0, 0);
     else
-      i = stream ? affine_bf16_loop(x, y, i, n, &k, shift, scale, NULL, b, 1)
-                 : affine_bf16_loop(x, y, i, n, &k, shift, scale, NULL, b, 0);
+      i = stream ? affine_bf16_loop(x, y, i, n, &k, shift, scale, NULL, b, 0, 1)
+                 : affine_bf16_loop(x, y, i, n, &k, shift, scale, NULL, b, 0, 0);
     if (stream) _mm_sfence();
   }
   for (; i < n; i += 32) /* the tail, or everything */
@@ -836,8 +892,10 @@ KINLINE void bf16_store16(uint16_t *y, __m256i b0, __m256i b1, __m256i bad0,
             _mm256_cmpeq_epi32(_mm256_and_si256(bad1, high), zero))) << 8;
     uint16_t lanes[16];
     memcpy(lanes, &out, sizeof lanes);
-    for (unsigned j = 0; j < 16; j++)
-      if (!(good >> j & 1u)) redo(ctx, j, lanes + j);
+    for (uint32_t bad = ~good & 0xFFFFu; bad;) {
+      unsigned j = next_lane(&bad);
+      redo(ctx, j, lanes + j);
+    }
     memcpy(&out, lanes, sizeof lanes);
   }
   _mm256_storeu_si256((__m256i *)y, out);
