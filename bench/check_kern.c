@@ -246,11 +246,16 @@ static int check_affine_bf16(const kern_t *ref, const kern_t *fast) {
     double sh = form == 1 && (q >> 40) % 2 ? 0.0 : shift; /* RMS: no shift */
     ref->affine[NORM_BF16][NORM_BF16](x, y0, n, sh, scale, w ? wd : NULL,
                                       b ? bd : NULL, 0);
+    /* max |w|, NaN if one is NaN; now and then a larger bound, or none */
+    double w_max = 0;
+    for (size_t i = 0; w && i < n; i++)
+      w_max = isnan(w[i]) || isnan(w_max) ? NAN : fmax(w_max, fabs(w[i]));
+    if (r % 5 == 1) w_max = r % 3 ? 4 * w_max : INFINITY;
     if (r % 4 == 3) { /* in place: y is x */
       memcpy(y1, x, n * sizeof y1[0]);
-      fast->affine_bf16(y1, y1, n, sh, scale, w, b, (int)(r & 1));
+      fast->affine_bf16(y1, y1, n, sh, scale, w, b, w_max, (int)(r & 1));
     } else {
-      fast->affine_bf16(x, y1 + (r & 7), n, sh, scale, w, b, (int)(r & 1));
+      fast->affine_bf16(x, y1 + (r & 7), n, sh, scale, w, b, w_max, (int)(r & 1));
       memmove(y1, y1 + (r & 7), n * sizeof y1[0]);
     }
     for (size_t i = 0; i < n; i++)

@@ -250,6 +250,7 @@ void engine_affine_init(affine_t *a, const layout_t *l,
   a->bias = bias;
   a->w = a->b = NULL;
   a->float_ok = 0;
+  a->w_max = INFINITY;
   a->wf = a->bf = NULL;
   if (l->affine_period != 1) return; /* one entry per run: read as scalars */
   const kern_t *k = kern_get();
@@ -271,6 +272,7 @@ void engine_affine_init(affine_t *a, const layout_t *l,
       prepare_float(bias, a->b, a->bfbuf, &bmax)) {
     a->wf = weight ? a->wfbuf : NULL;
     a->bf = bias ? a->bfbuf : NULL;
+    a->w_max = wmax;
     a->float_ok = wmax <= 1e30 && bmax <= 1.0;
   }
 }
@@ -319,7 +321,7 @@ void engine_apply(const norm_tensor_t *x, norm_tensor_t *y, const layout_t *l,
       k->affine_bf16((const uint16_t *)((const char *)x->data + at),
                      (uint16_t *)((char *)y->data + at), l->seg_len, shift,
                      scale, a->wf ? a->wf + first : NULL,
-                     a->bf ? a->bf + first : NULL, stream);
+                     a->bf ? a->bf + first : NULL, a->w_max, stream);
       continue;
     }
     if (per_element) {

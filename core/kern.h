@@ -58,10 +58,12 @@ typedef struct {
   /* bfloat16 -> bfloat16 `affine` in float lanes with float weights and
    * biases, bit-identical to affine[NORM_BF16][NORM_BF16] given their
    * doubles (each lane proves it rounds as the double path, else takes
-   * it). In every table but base (NULL there). */
+   * it). w_max is max |w[i]| or more (+inf when unknown): RMS norm's
+   * rows (shift 0, weights only) bound their error by it. In every table
+   * but base (NULL there). */
   void (*affine_bf16)(const uint16_t *x, uint16_t *y, size_t n, double shift,
                       double scale, const float *w, const float *b,
-                      int stream);
+                      double w_max, int stream);
   /* The backward's loops (engine_backward; kern_backward_impl.h), x, dy
    * and dx all of the index's dtype, in double lanes.
    * bw_sums, over a run sharing one weight entry: out[0] = sum(dy),

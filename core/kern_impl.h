@@ -666,23 +666,19 @@ KINLINE __m512 bf16_widen16(const uint16_t *x) {
 typedef struct {
   __m512 sh, sl, sf;
   __m512 e_pw, e_b, e_tail; /* 2^-20.5, 2^-22, 2^-46 |scale shift| + 2^-126 */
+  __m512 e_sub;             /* scaled_bf16_lanes': max(2^-126, 2^-148 w_max) */
 } affine_bf16_consts_t;
 
 /* RMS norm's form, shift 0 and weights only: d = x, p = x * (float)scale
  * and r = p * w, three float roundings, so |r - t| <= 2^-22.4 |r| plus
- * 2^-149 for an r in the subnormal floats, where p is normal (a subnormal p
- * has an absolute error of 2^-150, which w can make as large as it likes:
- * those lanes take the double path). e = 2^-21 |r| + 2^-126, less the
- * 2^-24 |r| of the roundings of r - e and r + e, is more than twice that,
- * from r alone: the bound needs neither |p| nor |w|. */
+ * 2^-149 for an r in the subnormal floats, and for a p in them 2^-150 |w|
+ * <= 2^-150 w_max. e = 2^-21 |r| + e_sub, e_sub = max(2^-126, 2^-148
+ * w_max), less the 2^-24 |r| of the roundings of r - e and r + e, is more
+ * than twice that, from r alone: the bound needs neither |p| nor |w|. */
 KINLINE __m512 scaled_bf16_lanes(const affine_bf16_consts_t *k,
-                                 const uint16_t *x, const float *w,
-                                 __m512 *e, __mmask16 *subnormal_p) {
-  __m512 p = _mm512_mul_ps(bf16_widen16(x), k->sf);
-  *subnormal_p = _mm512_fpclass_ps_mask(p, 0x20); /* denormal */
-  __m512 r = _mm512_mul_ps(p, _mm512_loadu_ps(w));
-  *e = _mm512_fmadd_ps(_mm512_abs_ps(r), _mm512_set1_ps(0x1p-21f),
-                       _mm512_set1_ps((float)KERN_SUBNORMAL_SLACK));
+                                 const uint16_t *x, const float *w, __m512 *e) {
+  __m512 r = _mm512_mul_ps(_mm512_mul_ps(bf16_widen16(x), k->sf), _mm512_loadu_ps(w));
+  *e = _mm512_fmadd_ps(_mm512_abs_ps(r), _mm512_set1_ps(0x1p-21f), k->e_sub);
   return r;
 }
 
@@ -733,10 +729,9 @@ KINLINE size_t affine_bf16_loop(const uint16_t *x, uint16_t *y, size_t i,
   for (; i + 32 <= n; i += 32) {
     if (stream) prefetch_l2(x + i + n, 32 * sizeof *x);
     __m512 e0, e1, r0, r1;
-    __mmask16 sub0 = 0, sub1 = 0;
     if (scaled) { /* shift 0, weights only (the caller checked) */
-      r0 = scaled_bf16_lanes(k, x + i, w + i, &e0, &sub0);
-      r1 = scaled_bf16_lanes(k, x + i + 16, w + i + 16, &e1, &sub1);
+      r0 = scaled_bf16_lanes(k, x + i, w + i, &e0);
+      r1 = scaled_bf16_lanes(k, x + i + 16, w + i + 16, &e1);
     } else {
       r0 = affine_bf16_lanes(k, x + i, w ? w + i : NULL, b ? b + i : NULL, &e0);
       r1 = affine_bf16_lanes(k, x + i + 16, w ? w + i + 16 : NULL,
@@ -748,8 +743,7 @@ KINLINE size_t affine_bf16_loop(const uint16_t *x, uint16_t *y, size_t i,
      * either of r0[j], r1[j] marks elements j and j + 16 */
     __mmask16 nan = _mm512_cmp_ps_mask(r0, r1, _CMP_UNORD_Q);
     __mmask32 good = bf16_safe_lanes(r1, r0, e1, e0, &out) &
-                     ~((__mmask32)nan | (__mmask32)nan << 16 | (__mmask32)sub0 |
-                       (__mmask32)sub1 << 16);
+                     ~((__mmask32)nan | (__mmask32)nan << 16);
     if (__builtin_expect(good != 0xFFFFFFFFu, 0)) {
       /* the lanes not taken, one by one by the double path (its scalar
        * tail: the same bits as its body), before the store: y may be x */
@@ -770,9 +764,11 @@ KINLINE size_t affine_bf16_loop(const uint16_t *x, uint16_t *y, size_t i,
 
 static void KFN(affine_bf16_bf16_f)(const uint16_t *x, uint16_t *y, size_t n,
                                     double shift, double scale, const float *w,
-                                    const float *b, int stream) {
+                                    const float *b, double w_max, int stream) {
   size_t i = 0;
   double tail = 0x1p-46 * fabs(scale * shift) + KERN_SUBNORMAL_SLACK;
+  /* max(2^-126, 2^-148 w_max); a NaN or huge w_max: no RMS form below */
+  double e_sub = w_max <= 0x1p22 ? KERN_SUBNORMAL_SLACK : 0x1p-148 * w_max;
   /* The bounds take scale as a normal float; a tiny, huge or non-finite
    * one (or shift) goes to the double path whole, as does a tail term
    * beyond float. */
@@ -782,16 +778,17 @@ static void KFN(affine_bf16_bf16_f)(const uint16_t *x, uint16_t *y, size_t n,
       .sh = _mm512_set1_ps(shf), .sl = _mm512_set1_ps((float)(shift - (double)shf)),
       .sf = _mm512_set1_ps((float)scale), .e_pw = _mm512_set1_ps(KERN_2_M20_5),
       .e_b = _mm512_set1_ps(0x1p-22f),
+      .e_sub = _mm512_set1_ps((float)fmin(e_sub, 0x1p100)),
       .e_tail = _mm512_set1_ps((float)tail)};
   if (fast && stream) { /* align y for 64-byte streaming stores */
     i = head_to_align(y, 2, n);
-    KFN(affine_bf16_bf16_f)(x, y, i, shift, scale, w, b, 0);
+    KFN(affine_bf16_bf16_f)(x, y, i, shift, scale, w, b, w_max, 0);
   }
   if (fast) {
     if (w && b)
       i = stream ? affine_bf16_loop(x, y, i, n, &k, shift, scale, w, b, 0, 1)
                  : affine_bf16_loop(x, y, i, n, &k, shift, scale, w, b, 0, 0);
-    else if (w && shift == 0) /* RMS norm's */
+    else if (w && shift == 0 && e_sub <= 0x1p100) /* RMS norm's */
       i = stream ? affine_bf16_loop(x, y, i, n, &k, shift, scale, w, NULL, 1, 1)
                  : affine_bf16_loop(x, y, i, n, &k, shift, scale, w, NULL, 1, 0);
     else if (w)
@@ -1061,7 +1058,8 @@ KINLINE size_t affine_bf16_loop8(const uint16_t *x, uint16_t *y, size_t i,
 
 static void KFN(affine_bf16_bf16_f)(const uint16_t *x, uint16_t *y, size_t n,
                                     double shift, double scale, const float *w,
-                                    const float *b, int stream) {
+                                    const float *b, double w_max, int stream) {
+  (void)w_max; /* the 16-lane path's RMS form only */
   size_t i = 0;
   /* NaN fails every test */
   if (fabs(scale) >= 0x1p-100 && fabs(scale) <= 0x1p100 &&
