@@ -481,10 +481,12 @@ DEF_WRITE_FROM(f64, double)
 DEF_WRITE_FROM(f16, uint16_t)
 DEF_WRITE_FROM(bf16, uint16_t)
 
-#if KERN_BF16NE
-/* 2^-20.5 and 2^-21.5 (the float below each), for the error bounds below */
+/* 2^-20.5 and 2^-21.5 (the float below each), for the error bounds of the
+ * bfloat16 float-lane paths below */
 #define KERN_2_M20_5 0x1.6a09e6p-21f
 #define KERN_2_M21_5 0x1.6a09e6p-22f
+
+#if KERN_BF16NE
 
 /* The bfloat16 float-lane paths work on 32 elements at a time, as two
  * float vectors that vcvtne2ps2bf16 rounds at once: the first vector's 16
@@ -528,23 +530,21 @@ KINLINE __mmask32 bf16_safe_lanes(__m512 r_second, __m512 r_first,
 /* bfloat16 -> bfloat16 y = (x - shift) * a + c in float lanes, with a
  * proof that the result rounds like the double path, else the double path.
  * Two ways to r, with a bound on |r - t| (t: the double result):
- * - folded, r = fma(x, A, C) with A = a and C = c - shift * a (computed in
- *   double) each rounded to float: |r - t| <= 2^-24 (|x a| + |C| + |r|)
- *   (below 2^-23 M (1 + 2^-22) with M = |x A| + |C|), plus the double
- *   roundings of C and of t itself, below 2^-51 (|x a| + |shift a| + |c|):
- *   not small beside M where C nearly cancels and x is tiny (shift 1, a 1,
- *   c 1, x = 2^-60: the double path's x - shift is -1, its t 0, r is x).
- *   With |shift a| <= 4, 2^-48 covers them (for |c| > 8, 2^-21.5 |C| does).
+ * - folded, r = fma(x, A, C) with A = a and C = fma(-shift, a, c) (in
+ *   double) each rounded to float: |r - t| < 2^-23 M (1 + 2^-20) + 2^-51
+ *   with M = |x A| + |C|, as for the 8-lane form below, whose proof this
+ *   is; the 2^-51 is t's own roundings, not small beside M where C nearly
+ *   cancels and x is tiny (shift 1, a 1, c 1, x = 2^-60: the double
+ *   path's x - shift is -1, its t 0, r is x).
  *   Where x a and C nearly cancel (|shift a| large: |mean| >> std), M is
  *   much larger than |r| and few lanes would pass, so then
  * - centered, d = (x - sh) - sl with shift = sh + sl (+ 2^-48 |shift|), p =
  *   d * (float)a, r = p + (float)c: |r - t| < 2^-21 M with M = |p| + |c|
  *   (about five float roundings and the dropped tail of shift, which for
  *   bfloat16 data is far below |d|, plus a factor 4).
- * e is twice the bound in the centered form; in the folded one e =
- * 2^-21.5 M + 2^-48, whose test (bf16_safe_lanes rounds r - e and r + e,
- * each within 2^-24 |r| <= 2^-24 M (1 + 2^-24) of its real value) still
- * covers 2.3 times the bound. Unsafe lanes (rare) take the double path.
+ * e is twice the bound in the centered form, and in the folded one e =
+ * 2^-21.5 M + 2^-48 (5.66 u M, u = 2^-24). Unsafe lanes (rare) take the
+ * double path.
  * bench/check_kern compares both forms with the double path. */
 typedef struct {
   __m512 fa, fc, e_fa, e_fc; /* folded: A, C, 2^-21.5 |A|, 2^-21.5 |C| + 2^-48 */
@@ -553,7 +553,7 @@ typedef struct {
 
 KINLINE bf16_consts_t bf16_consts(double shift, double a, double c) {
   const float shf = (float)shift;
-  const float fa = (float)a, fc = (float)(c - shift * a), cf = (float)c;
+  const float fa = (float)a, fc = (float)fma(-shift, a, c), cf = (float)c;
   return (bf16_consts_t){
       .fa = _mm512_set1_ps(fa), .fc = _mm512_set1_ps(fc),
       .e_fa = _mm512_set1_ps(KERN_2_M21_5 * fabsf(fa)),
@@ -824,10 +824,10 @@ static void KFN(affine_bf16_bf16_f)(const uint16_t *x, uint16_t *y, size_t n,
  *   the float fma's rounding 2^-24 |r| <= 2^-24 M (1 + 2^-24),
  *   t's own roundings: 2^-53 (|x - shift| |a| + |t|) <= 2^-53 (|x a| + 4
  *   + |t|), taken only while |shift a| <= 4 (else the double path whole),
- * so |r - t| < 2^-23 M (1 + 2^-20) + 2^-51. e = 2^-21 M + 2^-48 is more
- * than twice that even after its own three float roundings (eA is exact:
- * a power-of-two multiple of a normal float; eC and the fma 2^-24 each),
- * and since e >= 2^-21 |r| > 4 ulp(r) (or >= 2^-48 near zero), the
+ * so |r - t| < 2^-23 M (1 + 2^-20) + 2^-51. e = 2^-21.5 M + 2^-48 is more
+ * than twice that even after its own three float roundings (eA and eC
+ * 2^-24 each, and the fma), and since e >= 2^-21.5 |r| > 2 ulp(r) (or >=
+ * 2^-48 near zero), the
  * float lo = r - e and hi = r + e round outward of r -+ e / 2 by less
  * than ulp / 2 each: t lies strictly inside [lo, hi].
  *
@@ -907,7 +907,7 @@ KINLINE float float_at_least(double d) {
 #endif /* KERN_F16C: the 8-lane helpers */
 
 #if KERN_F16C && !KERN_BF16NE
-/* r and e for axpb's 8 elements at x: r = fma(x, A, C), e = 2^-21 M + 2^-48. */
+/* r and e for axpb's 8 elements at x: r = fma(x, A, C), e = 2^-21.5 M + 2^-48. */
 KINLINE __m256 axpb_bf16_lanes8(const uint16_t *x, __m256 va, __m256 vc,
                                 __m256 ea, __m256 ec, __m256 *e) {
   __m256 xf = bf16_widen8(x);
@@ -940,8 +940,8 @@ static void KFN(axpb_bf16_bf16_f)(const void *xv, void *yv, size_t n,
       fabs(cd) <= 0x1p100) {
     const float fa = (float)a, fc = (float)cd;
     const __m256 va = _mm256_set1_ps(fa), vc = _mm256_set1_ps(fc);
-    const __m256 ea = _mm256_set1_ps(0x1p-21f * fabsf(fa));
-    const __m256 ec = _mm256_set1_ps(0x1p-21f * fabsf(fc) + 0x1p-48f);
+    const __m256 ea = _mm256_set1_ps(KERN_2_M21_5 * fabsf(fa));
+    const __m256 ec = _mm256_set1_ps(KERN_2_M21_5 * fabsf(fc) + 0x1p-48f);
     for (; i + 16 <= n; i += 16) {
       __m256i bad0 = _mm256_setzero_si256(), bad1 = _mm256_setzero_si256();
       __m256 e0, e1;
@@ -979,12 +979,13 @@ static void KFN(axpb_bf16_bf16_f)(const void *xv, void *yv, size_t n,
  * - the double path: |T - V| <= 2^-51 (|Q w| + |b|) + 2^-1074 (1 + |w|).
  * So |r - T| <= B = 5.01u |p w| + 1.01u |b| + 1.001 |tau scale| |w| +
  * 1.001 2^-150 (|w| + 1). The lanes compute
- *   e = fl(fl(fl(|p| 2^-20 + E_tail) |w| + 2^-126) + |b| 2^-20),
+ *   e = fl(fl(fl(|p| 2^-20.5 + E_tail) |w| + 2^-126) + |b| 2^-22),
  *   E_tail = 2.01 |tau scale| + 2^-126 (rounded up to a float),
- * (without w: fl(fl(|p| 2^-20 + E_tail + 2^-126) + |b| 2^-20); without b:
- * no last step). Each of its three float steps loses at most u of its
- * result plus 2^-150, so e >= (1 - 3u) (2^-20 (|p w| + |b|) + (E_tail
- * (1 - 2^-4)) |w| + 2^-126) - 3 2^-150 > 2 B, and e > 2 (u |r| + 2^-150),
+ * (without w: fl(fl(|p| 2^-20.5 + E_tail + 2^-126) + |b| 2^-22); without
+ * b: no last step; 2^-20.5 = 11.3 u, 2^-22 = 4 u). Each of its three float
+ * steps loses at most u of its result plus 2^-150, so e >= (1 - 3u)
+ * (11.3u |p w| + 4u |b| + (E_tail (1 - 2^-4)) |w| + 2^-126) - 3 2^-150 >
+ * 2 B, and e > 2 (u |r| + 2^-150),
  * so that lo = fl(r - e) and hi = fl(r + e) are off r -+ e by less than e
  * / 2: T lies strictly inside [lo, hi]. From there the bins argument of
  * axpb above (bf16_bins8) gives RNE_bf16(T) where lo and hi bin alike. A
@@ -1003,10 +1004,9 @@ typedef struct {
 KINLINE __m256 affine_bf16_lanes8(const affine_bf16_consts8_t *k,
                                   const uint16_t *x, const float *w,
                                   const float *b, __m256 *e) {
-  const __m256 e_rel = _mm256_set1_ps(0x1p-20f);
   __m256 d = _mm256_sub_ps(_mm256_sub_ps(bf16_widen8(x), k->sh), k->sl);
   __m256 p = _mm256_mul_ps(d, k->sf);
-  __m256 t = _mm256_fmadd_ps(abs8(p), e_rel, k->e_tail);
+  __m256 t = _mm256_fmadd_ps(abs8(p), _mm256_set1_ps(KERN_2_M20_5), k->e_tail);
   __m256 r;
   if (w) {
     __m256 wv = _mm256_loadu_ps(w);
@@ -1016,7 +1016,7 @@ KINLINE __m256 affine_bf16_lanes8(const affine_bf16_consts8_t *k,
   } else {
     r = _mm256_add_ps(p, _mm256_loadu_ps(b));
   }
-  *e = b ? _mm256_fmadd_ps(abs8(_mm256_loadu_ps(b)), e_rel, t) : t;
+  *e = b ? _mm256_fmadd_ps(abs8(_mm256_loadu_ps(b)), _mm256_set1_ps(0x1p-22f), t) : t;
   return r;
 }
 
