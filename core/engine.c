@@ -1,6 +1,7 @@
 /* engine.c -- layouts, the passes shared by every kernel (over the
  * vectorized loops of kern.h), and the shared argument checks. See engine.h
  * for the model. */
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -250,7 +251,7 @@ void engine_affine_init(affine_t *a, const layout_t *l,
   a->bias = bias;
   a->w = a->b = NULL;
   a->float_ok = 0;
-  a->w_max = INFINITY;
+  a->w_max = DBL_MAX; /* unknown */
   a->wf = a->bf = NULL;
   if (l->affine_period != 1) return; /* one entry per run: read as scalars */
   const kern_t *k = kern_get();

@@ -82,7 +82,7 @@ typedef struct {
    * of engine_apply takes them as they are; the float32 one only when
    * float_ok: |w| <= 1e30, |b| <= 1 besides (see engine_apply). */
   int float_ok;
-  double w_max; /* max |w| of the float copies (kern.h's affine_bf16), or inf */
+  double w_max; /* max |w| of the float copies (kern.h's affine_bf16), or DBL_MAX */
   const float *wf, *bf;
   float wfbuf[ENGINE_PREP], bfbuf[ENGINE_PREP];
 } affine_t;

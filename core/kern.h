@@ -58,7 +58,7 @@ typedef struct {
   /* bfloat16 -> bfloat16 `affine` in float lanes with float weights and
    * biases, bit-identical to affine[NORM_BF16][NORM_BF16] given their
    * doubles (each lane proves it rounds as the double path, else takes
-   * it). w_max is max |w[i]| or more (+inf when unknown): RMS norm's
+   * it). w_max is max |w[i]| or more (DBL_MAX when unknown): RMS norm's
    * rows (shift 0, weights only) bound their error by it. In every table
    * but base (NULL there). */
   void (*affine_bf16)(const uint16_t *x, uint16_t *y, size_t n, double shift,
