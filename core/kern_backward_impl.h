@@ -760,7 +760,7 @@ KINLINE size_t bw_dx_bf16_loop32(const uint16_t *x, const uint16_t *dy,
       memcpy(lanes, &out, sizeof lanes);
       redo->at = i;
       for (uint32_t left = (uint32_t)bad_even | (uint32_t)bad_odd << 16; left;) {
-        unsigned j = next_lane(&left), e = j < 16 ? 2 * j : 2 * (j - 16) + 1;
+        unsigned e = split_lane_element(next_lane(&left));
         KFN(bw_dx_bf16_redo)(redo, e, lanes + e);
       }
       memcpy(&out, lanes, sizeof lanes);

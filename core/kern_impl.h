@@ -306,6 +306,12 @@ KINLINE unsigned next_lane(uint32_t *bad) {
   return j;
 }
 
+/* The element of a 32-element step that lane j holds where one 64-byte
+ * load was split into its even elements (lanes 0-15) and odd ones (16-31). */
+KINLINE unsigned split_lane_element(unsigned j) {
+  return j < 16 ? 2 * j : 2 * (j - 16) + 1;
+}
+
 /* ---- reductions, one set per input dtype ---------------------------------- */
 
 /* centered's tail from i on: its four accumulators merged, the last
@@ -593,13 +599,12 @@ KINLINE size_t bf16_apply_loop(const uint16_t *x, uint16_t *y, size_t i,
     __mmask32 good = bf16_safe_lanes(r_odd, r_even, e_odd, e_even, &halves);
     __m512i out = bf16_interleave(halves);
     if (__builtin_expect(good != 0xFFFFFFFFu, 0)) {
-      /* the lanes not taken (lane j < 16 is element 2 j, lane 16 + j
-       * element 2 j + 1), one by one by the double path's scalar tail,
-       * before the store: y may be x */
+      /* the lanes not taken (split_lane_element), one by one by the
+       * double path's scalar tail, before the store: y may be x */
       uint16_t lanes[32];
       memcpy(lanes, &out, sizeof lanes);
       for (uint32_t bad = ~good; bad;) {
-        unsigned j = next_lane(&bad), e = j < 16 ? 2 * j : 2 * (j - 16) + 1;
+        unsigned e = split_lane_element(next_lane(&bad));
         KFN(axpb_bf16_bf16)(x + i + e, lanes + e, 1, shift, a, c, 0);
       }
       memcpy(&out, lanes, sizeof lanes);

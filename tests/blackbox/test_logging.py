@@ -4,6 +4,8 @@ messages as ordinary timestamped, leveled lines; the access line in both
 formats (log_format text and json: one JSON object a line, with its
 documented keys), and what a client sends (path, user agent, request id)
 escaped so that it can neither end nor forge a line in either."""
+import contextlib
+import http.client
 import json
 import re
 import socket
@@ -13,7 +15,7 @@ import time
 import pytest
 
 from normd_helpers import (CONFIG, NORMD_BIN, REPO_ROOT, raw_exchange,
-                           status_of, wait_until)
+                           read_response, status_of, wait_until)
 
 LINE_RE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z (error|warn|info|debug) ")
 
@@ -64,19 +66,10 @@ def held_connection(port):
     accept one, and the second one's may be counted first, so that the
     first is the one refused (seen once in CI, under ASan: the test's
     second connection stayed open and its recv timed out)."""
-    s = socket.create_connection(("127.0.0.1", port), timeout=5)
-    s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-    got = b""
-    while True:
-        head, sep, body = got.partition(b"\r\n\r\n")
-        m = re.search(rb"(?i)\r\ncontent-length: *(\d+)", head)
-        if sep and m and len(body) >= int(m.group(1)):
-            break
-        chunk = s.recv(4096)
-        assert chunk, got
-        got += chunk
-    assert got.startswith(b"HTTP/1.1 200"), got
-    return s
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    conn.request("GET", "/healthz")
+    assert read_response(conn, "GET").status == 200
+    return contextlib.closing(conn)
 
 
 def test_libmicrohttpd_messages_go_through_the_logger(make_daemon):
