@@ -111,6 +111,10 @@ static size_t scan_any(const char *s, size_t len, fmt__scan_t *out) {
  * of Eisel-Lemire). */
 fmt__u128 fmt__pow5_128[FMT__POW10_COUNT];
 int16_t fmt__pow5_128_exp2[FMT__POW10_COUNT];
+#ifdef FMT__SHORT_SIMD
+uint8_t fmt__short_index[17][16][16];
+int fmt__short_simd;
+#endif
 static pthread_once_t parse_tables_once = PTHREAD_ONCE_INIT;
 atomic_int fmt__parse_tables_done;
 
@@ -130,9 +134,21 @@ static void parse_tables_init(void) {
     }
     fmt__big_mul_small(&p, 5);
   }
+#ifdef FMT__SHORT_SIMD
+  for (int dp = 0; dp <= 16; dp++)
+    for (int fb = 0; fb < 16; fb++) {
+      int has_dot = dp < 16, digits = 16 - fb - has_dot;
+      for (int j = 0; j < 16; j++)
+        fmt__short_index[dp][fb][j] =
+            (uint8_t)(j < 16 - digits ? 0x80 : has_dot && j <= dp ? j - 1 : j);
+    }
+  const char *want = getenv("NORM_SIMD");
+  __builtin_cpu_init();
+  fmt__short_simd = !(want && strcmp(want, "base") == 0) && __builtin_cpu_supports("sse4.1");
+#endif
 }
 
-static void parse_tables_ready(void) {
+void fmt__parse_tables_ready(void) {
   if (atomic_load_explicit(&fmt__parse_tables_done, memory_order_acquire)) return;
   pthread_once(&parse_tables_once, parse_tables_init);
   atomic_store_explicit(&fmt__parse_tables_done, 1, memory_order_release);
@@ -484,7 +500,7 @@ int fmt_parse_nonfinite(const char *s, double *out) {
 FMT__HOT size_t double_past_clinger(const char *s, size_t n, const fmt__scan_t *d,
                                     double *out) {
   uint64_t bits;
-  parse_tables_ready();
+  fmt__parse_tables_ready();
   if (!decimal_to_binary(d, &binary64, &bits)) {
     *out = slow_double(s, n);
     return n;
@@ -533,7 +549,7 @@ size_t fmt_parse_float(const char *s, size_t len, float *out) {
     *out = (float)fmt__with_sign(v, d.neg);
     return n;
   }
-  parse_tables_ready();
+  fmt__parse_tables_ready();
   if (!decimal_to_binary(&d, &binary32, &bits)) {
     *out = slow_float(s, n);
     return n;

@@ -252,6 +252,7 @@ FMT__SCAN_HOT int fmt__clinger(const fmt__scan_t *d, double *out) {
 __extension__ extern unsigned __int128 fmt__pow5_128[FMT__POW10_COUNT];
 extern int16_t fmt__pow5_128_exp2[FMT__POW10_COUNT];
 extern atomic_int fmt__parse_tables_done;
+void fmt__parse_tables_ready(void); /* builds them, once */
 
 /* The first step of fmt_parse.c's eisel_lemire for a double, inline: the
  * product g of w (normalized) and the upper half of 5^q's 128-bit form,
@@ -309,6 +310,68 @@ FMT__SCAN_HOT double fmt__with_sign(double v, int neg) {
   memcpy(&v, &b, sizeof b);
   return v;
 }
+
+/* ---- a short number whose end is known, with SSE4.1 ---------------------
+ * For the array scan's fast loop (numarray.c's parse_run), which knows
+ * where each number ends (at the next ','): the double of the text
+ * [end - len, end), 1 <= len <= 16, when that text is
+ * -?(0|[1-9][0-9]*)(\.[0-9]+)? with at most 15 digits, the common tensor
+ * text; 0 for any other (which fmt__parse_double_hot then reads). Such a
+ * text is w * 10^q with w < 10^15 < 2^53 and -15 <= q <= 0, Clinger's
+ * exact case: the same one division fmt__clinger does, the same double.
+ *
+ * The 16 bytes ending at `end` are read at once (the 16 - len before the
+ * text must be readable; they are not looked at): the text sits in the
+ * top len bytes, bit j of a movemask standing for byte j. With fb the
+ * first digit's byte (past a '-') and dp the '.''s (16: none), one pshufb
+ * with the index fmt__short_index[dp][fb] moves the digits to the top
+ * bytes without the '.' and zeroes the rest: digit k from the end in byte
+ * 15 - k. Then pmaddubsw, pmaddwd, packusdw and pmaddwd make two 8-digit
+ * halves (simdjson's and Lemire's "parse_eight_digits" steps, on 16). */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define FMT__SHORT_SIMD 1
+#include <immintrin.h>
+#define FMT__SCAN_SSE41 static inline __attribute__((always_inline, target("sse4.1")))
+extern uint8_t fmt__short_index[17][16][16]; /* built with fmt__pow5_128 */
+extern int fmt__short_simd; /* this CPU has SSE4.1 and NORM_SIMD is not base */
+FMT__SCAN_SSE41 int fmt__parse_short_sse41(const char *end, size_t len, double *out) {
+  /* 10^(digits after a '.' in byte dp): 10^(15 - dp), and 1 for none */
+  static const double divisor[17] = {1e15, 1e14, 1e13, 1e12, 1e11, 1e10, 1e9, 1e8, 1e7,
+                                     1e6,  1e5,  1e4,  1e3,  1e2,  1e1,  1e0, 1e0};
+  __m128i t = _mm_loadu_si128((const __m128i *)(const void *)(end - 16));
+  __m128i d = _mm_sub_epi8(t, _mm_set1_epi8('0'));
+  unsigned digit = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_min_epu8(d, _mm_set1_epi8(9)), d));
+  unsigned dot = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(t, _mm_set1_epi8('.')));
+  unsigned zero = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(d, _mm_setzero_si128()));
+  unsigned neg = end[-(ptrdiff_t)len] == '-';
+  unsigned fb = 16 - (unsigned)len + neg;   /* len >= 1: fb <= 16 */
+  unsigned body = 0xFFFFu << fb & 0xFFFFu;  /* the bytes past the sign */
+  unsigned dots = dot & body;
+  /* A digit first, every byte a digit or the one '.', which is neither
+   * first nor last; no "0" followed by a digit; at most 15 digits. All
+   * tested at once: one branch (a chain of them mispredicted on ~0.4 of
+   * the numbers of random data). fb = 16 (a lone '-') leaves body 0 and
+   * fails the first test, ~digit having bit 16. */
+  unsigned first = 1u << fb;
+  unsigned zero_then_digit = zero & digit >> 1 & first;
+  unsigned bad = (~digit & ~dots & (body | first)) | (dots & (dots - 1)) |
+                 (dots & (first | 0x8000u)) | zero_then_digit | (first & (dots == 0));
+  if (bad != 0) return 0;
+  unsigned dp = (unsigned)__builtin_ctz(dots | 0x10000u);
+  __m128i idx = _mm_loadu_si128((const __m128i *)(const void *)fmt__short_index[dp][fb]);
+  __m128i digits = _mm_shuffle_epi8(d, idx);
+  __m128i pairs = _mm_maddubs_epi16(digits, _mm_setr_epi8(10, 1, 10, 1, 10, 1, 10, 1, 10, 1,
+                                                          10, 1, 10, 1, 10, 1));
+  __m128i quads = _mm_madd_epi16(pairs, _mm_setr_epi16(100, 1, 100, 1, 100, 1, 100, 1));
+  __m128i eights = _mm_madd_epi16(_mm_packus_epi32(quads, quads),
+                                  _mm_setr_epi16(10000, 1, 10000, 1, 10000, 1, 10000, 1));
+  uint64_t halves = (uint64_t)_mm_cvtsi128_si64(eights);
+  uint64_t w = (halves & 0xFFFFFFFFu) * 100000000u + (halves >> 32);
+  double v = (double)(int64_t)w / divisor[dp];
+  *out = fmt__with_sign(v, (int)neg);
+  return 1;
+}
+#endif
 
 /* The rest of fmt_parse_double, out of line in fmt_parse.c and reached by
  * tail calls with the scan in registers, so that the inline path keeps

@@ -4,6 +4,7 @@
  * bit as strtof / strtod read them (float16 / bfloat16: as fmt_parse_f16 /
  * fmt_parse_bf16, midpoint texts included). */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -375,6 +376,79 @@ START_TEST(test_fill_nonfinite_and_range) {
 }
 END_TEST
 
+/* A random token for test_random_runs: mostly a number of random shape
+ * (sign, 1..8 integer digits, a leading zero now and then, a fraction of
+ * 1..14 digits, rarely an exponent), now and then a short run of random
+ * number characters (most of them not numbers: "-", "1.", "01", ".5",
+ * "1e+", "1.2.3"). Returns its length. */
+static size_t random_token(uint64_t *s, char *out) {
+  static const char chars[] = "-0123456789.eE+";
+  size_t n = 0;
+  if (tu_rand_u64(s) % 16 == 0) {
+    size_t len = 1 + tu_rand_u64(s) % 6;
+    while (n < len) out[n++] = chars[tu_rand_u64(s) % (sizeof chars - 1)];
+    return n;
+  }
+  if (tu_rand_u64(s) % 2) out[n++] = '-';
+  size_t ints = tu_rand_u64(s) % 8 == 0 ? 1 + tu_rand_u64(s) % 8 : 1;
+  for (size_t i = 0; i < ints; i++)
+    out[n++] = (char)('0' + (i == 0 && tu_rand_u64(s) % 4 ? 1 + tu_rand_u64(s) % 9 : tu_rand_u64(s) % 10));
+  if (tu_rand_u64(s) % 8) {
+    out[n++] = '.';
+    size_t fraction = 1 + tu_rand_u64(s) % 14;
+    for (size_t i = 0; i < fraction; i++) out[n++] = (char)('0' + tu_rand_u64(s) % 10);
+  }
+  if (tu_rand_u64(s) % 16 == 0) {
+    out[n++] = tu_rand_u64(s) % 2 ? 'e' : 'E';
+    if (tu_rand_u64(s) % 2) out[n++] = tu_rand_u64(s) % 2 ? '-' : '+';
+    size_t digits = 1 + tu_rand_u64(s) % 3;
+    for (size_t i = 0; i < digits; i++) out[n++] = (char)('0' + tu_rand_u64(s) % 10);
+  }
+  return n;
+}
+
+/* Runs of random tokens, "," or ", " between them: the array is taken
+ * exactly when every token is a number as fmt_parse_double reads it (the
+ * whole token, finite), and then holds fmt_parse_double's values bit for
+ * bit -- whichever way numarray.c's run parser reads each (its short
+ * parser for a short number between two ','s, the general one for the
+ * rest), under every NORM_SIMD table. */
+START_TEST(test_random_runs) {
+  enum { TOKENS_MAX = 200, TOKEN_MAX = 32 };
+  static char json[64 + TOKENS_MAX * (TOKEN_MAX + 2)];
+  double want[TOKENS_MAX];
+  uint64_t seed = 20261203;
+  size_t taken = 0, left = 0;
+  for (int round = 0; round < 3000; round++) {
+    size_t tokens = 1 + tu_rand_u64(&seed) % TOKENS_MAX, len = 0;
+    int all_numbers = 1;
+    len += (size_t)sprintf(json, "{\"data\":[");
+    for (size_t i = 0; i < tokens; i++) {
+      if (i > 0) len += (size_t)sprintf(json + len, tu_rand_u64(&seed) % 4 ? "," : ", ");
+      size_t n = random_token(&seed, json + len);
+      if (fmt_parse_double(json + len, n, &want[i]) != n || isinf(want[i])) all_numbers = 0;
+      len += n;
+    }
+    len += (size_t)sprintf(json + len, "]}");
+    numarrays_t a;
+    ck_assert_int_eq(numarray_extract(json, len, &a), 0);
+    if (!all_numbers) {
+      ck_assert_msg(a.count == 0, "taken: %s", json);
+      left++;
+    } else {
+      ck_assert_msg(a.count == 1 && a.arrays[0].count == tokens, "not taken: %s", json);
+      for (size_t i = 0; i < tokens; i++)
+        ck_assert_msg(memcmp(&a.arrays[0].values[i], &want[i], sizeof want[i]) == 0,
+                      "element %zu: %.17g, want %.17g: %s", i, a.arrays[0].values[i],
+                      want[i], json);
+      taken++;
+    }
+    numarray_free(&a);
+  }
+  ck_assert(taken > 100 && left > 100); /* both kinds of runs were tried */
+}
+END_TEST
+
 Suite *numarray_suite(void) {
   Suite *s = suite_create("numarray");
   TCase *core = tcase_create("Core");
@@ -386,6 +460,7 @@ Suite *numarray_suite(void) {
   tcase_add_test(core, test_depth);
   tcase_add_test(core, test_fill_exact);
   tcase_add_test(core, test_fill_nonfinite_and_range);
+  tcase_add_test(core, test_random_runs);
   suite_add_tcase(s, core);
   return s;
 }
