@@ -161,7 +161,7 @@ static void tables_init(void) {
                __builtin_cpu_supports("avx512vbmi2");
   if (want && strcmp(want, "base") == 0) list_simd = 0;
   else if (avx512 && !(want && strcmp(want, "avx2") == 0)) list_simd = 2;
-  else list_simd = __builtin_cpu_supports("avx2");
+  else list_simd = __builtin_cpu_supports("avx2") ? 1 : 0;
 #endif
   __atomic_store_n(&tables_ready, 1, __ATOMIC_RELEASE);
 }
@@ -762,22 +762,30 @@ static AVX2_FN void float_digits4(const float *v, digits4_t *out) {
  * float_digits4(), the text of each from layout_float(): byte for byte
  * the same list (bench/fmt_ab.c checks all 2^32 floats), in about half the
  * time on N(0,1) values. */
+/* float_elements() for v[i, i + 4), d their float_digits4(), at p. */
+static inline __attribute__((always_inline)) char *digits_elements(const digits4_t *d,
+                                                                   const float *v, size_t i,
+                                                                   char *p) {
+  for (int j = 0; j < 4; j++) {
+    uint32_t bits;
+    memcpy(&bits, &v[i + j], sizeof bits);
+    *p = ',';
+    p += i + j != 0;
+    if (float_shortcut(bits))
+      p += layout_float((int)(bits >> 31), (uint32_t)d->first[j], d->w[j], (int32_t)d->exp[j], p);
+    else
+      p += element_text(v[i + j], 1, p);
+  }
+  return p;
+}
+
 static AVX2_FN size_t float_list_avx2(const float *v, size_t n, char *out) {
   char *p = out;
   size_t i = 0;
   for (; i + 4 <= n; i += 4) {
     digits4_t d;
     float_digits4(v + i, &d);
-    for (int j = 0; j < 4; j++) {
-      uint32_t bits;
-      memcpy(&bits, &v[i + j], sizeof bits);
-      *p = ',';
-      p += i + j != 0;
-      if (float_shortcut(bits))
-        p += layout_float((int)(bits >> 31), (uint32_t)d.first[j], d.w[j], (int32_t)d.exp[j], p);
-      else
-        p += element_text(v[i + j], 1, p);
-    }
+    p = digits_elements(&d, v, i, p);
   }
   return (size_t)(float_elements(v, i, n, p) - out); /* the last 0 to 3 */
 }
@@ -884,18 +892,8 @@ static AVX512_FN size_t float_list_avx512(const float *v, size_t n, char *out) {
     __mmask16 in_range = _mm512_cmple_epu32_mask(_mm512_add_epi32(exps, _mm512_set1_epi32(4)),
                                                  _mm512_set1_epi32(12));
     if (usual != 0xFF || (in_range & 0x5555) != 0x5555) {
-      for (int j = 0; j < 8; j++) {
-        uint32_t b;
-        memcpy(&b, &v[i + j], sizeof b);
-        *p = ',';
-        p += i + j != 0;
-        const digits4_t *dj = &d[j / 4];
-        if (float_shortcut(b))
-          p += layout_float((int)(b >> 31), (uint32_t)dj->first[j % 4], dj->w[j % 4],
-                            (int32_t)dj->exp[j % 4], p);
-        else
-          p += element_text(v[i + j], 1, p);
-      }
+      p = digits_elements(&d[0], v, i, p);
+      p = digits_elements(&d[1], v, i + 4, p);
       continue;
     }
     for (int half = 0; half < 2; half++) {
