@@ -154,14 +154,13 @@ static void tables_init(void) {
                                          .h = (uint8_t)h};
   }
 #ifdef FMT_AVX2
-  const char *want = getenv("NORM_SIMD");
   __builtin_cpu_init();
+  int cap = fmt__simd_cap();
   int avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512cd") &&
                __builtin_cpu_supports("avx512vbmi2");
-  if (want && strcmp(want, "base") == 0) list_simd = 0;
-  else if (avx512 && !(want && strcmp(want, "avx2") == 0)) list_simd = 2;
-  else list_simd = __builtin_cpu_supports("avx2") ? 1 : 0;
+  if (cap == 2 && avx512) list_simd = 2;
+  else list_simd = cap >= 1 && __builtin_cpu_supports("avx2") ? 1 : 0;
 #endif
   __atomic_store_n(&tables_ready, 1, __ATOMIC_RELEASE);
 }

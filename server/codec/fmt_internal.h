@@ -7,12 +7,23 @@
 #define NORMD_FMT_INTERNAL_H
 
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 __extension__ typedef unsigned __int128 fmt__u128;
 
 /* Printing and parsing run once per number: their helpers are inlined so
  * that the values stay in registers. */
 #define FMT__HOT static inline __attribute__((always_inline))
+
+/* How far NORM_SIMD lets the SIMD paths of both directions go (read as
+ * core/kern.c reads it, at their tables' first use): 0 "base" (none), 1
+ * "avx2" (up to AVX2), 2 any other or unset (what the CPU has). */
+static inline int fmt__simd_cap(void) {
+  const char *want = getenv("NORM_SIMD");
+  if (want && strcmp(want, "base") == 0) return 0;
+  return want && strcmp(want, "avx2") == 0 ? 1 : 2;
+}
 
 /* Unsigned bignum, 32-bit limbs, little-endian; 5^342 (the largest power
  * the parser needs) has 795 bits, and a remainder below it doubled 796. */

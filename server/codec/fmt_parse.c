@@ -142,9 +142,8 @@ static void parse_tables_init(void) {
         fmt__short_index[dp][fb][j] =
             (uint8_t)(j < 16 - digits ? 0x80 : has_dot && j <= dp ? j - 1 : j);
     }
-  const char *want = getenv("NORM_SIMD");
   __builtin_cpu_init();
-  fmt__short_simd = !(want && strcmp(want, "base") == 0) && __builtin_cpu_supports("sse4.1");
+  fmt__short_simd = fmt__simd_cap() >= 1 && __builtin_cpu_supports("sse4.1");
 #endif
 }
 
