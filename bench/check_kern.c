@@ -510,10 +510,14 @@ static int check_backward(const kern_t *k) {
       {
         size_t cut = r % 5 == 0 ? n : r % 5 == 1 ? 0 : rng(&s) % (n + 1);
         double mu = shift + sd * (unit(&s) - 0.5), c0[2], c1[2], p4[4];
-        k->centered[dt](x, n, mu, c0);
+        k->centered[dt](x, n, mu, NULL, c0);
         k->bw_centered_sums[dt](x, dy, n, mu, cut, c1, p4);
         if (memcmp(c0, c1, sizeof c0) != 0 && bad++ < 5)
           printf("  %s bw_centered_sums %s n=%zu: %a %a, centered %a %a\n",
+                 k->name, norm_dtype_name(dt), n, c1[0], c1[1], c0[0], c0[1]);
+        k->centered[dt](x, n, mu, dy, c1); /* prefetching: the same bits */
+        if (memcmp(c0, c1, sizeof c0) != 0 && bad++ < 5)
+          printf("  %s centered %s n=%zu with ahead: %a %a, without %a %a\n",
                  k->name, norm_dtype_name(dt), n, c1[0], c1[1], c0[0], c0[1]);
         long double ps[4] = {0}, pa[4] = {0};
         for (size_t i = 0; i < n; i++) {
@@ -531,7 +535,7 @@ static int check_backward(const kern_t *k) {
        * mu)) around the same mu */
       {
         double mu = shift + sd * (unit(&s) - 0.5), c0[2], c1[2], p2[2];
-        k->centered[dt](x, n, mu, c0);
+        k->centered[dt](x, n, mu, NULL, c0);
         k->bw_centered_row_sums[dt](x, dy, n, mu, wp, NULL, c1, p2);
         if (memcmp(c0, c1, sizeof c0) != 0 && bad++ < 5)
           printf("  %s bw_centered_row_sums %s n=%zu: %a %a, centered %a %a\n",

@@ -31,8 +31,13 @@ typedef struct {
   double (*sum[KDT])(const void *x, size_t n);
   /* sum(x^2) */
   double (*sumsq[KDT])(const void *x, size_t n);
-  /* out[0] = sum(x - mu), out[1] = sum((x - mu)^2) */
-  void (*centered[KDT])(const void *x, size_t n, double mu, double out[2]);
+  /* out[0] = sum(x - mu), out[1] = sum((x - mu)^2). With `ahead` (not
+   * NULL), the n elements there -- where the caller reads next, in a
+   * tensor streamed from memory -- are prefetched toward L2 at the pace x
+   * is read, so that memory keeps reading while the caller applies this
+   * chunk from L1 (no effect on the result). */
+  void (*centered[KDT])(const void *x, size_t n, double mu, const void *ahead,
+                        double out[2]);
   /* dst[i] = x[i] as double */
   void (*to_double[KDT])(const void *x, size_t n, double *dst);
   /* y = (x - shift) * a + c, indexed [x dtype][y dtype]. With `stream`,
