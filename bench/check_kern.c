@@ -510,12 +510,12 @@ static int check_backward(const kern_t *k) {
       {
         size_t cut = r % 5 == 0 ? n : r % 5 == 1 ? 0 : rng(&s) % (n + 1);
         double mu = shift + sd * (unit(&s) - 0.5), c0[2], c1[2], p4[4];
-        k->centered[dt](x, n, mu, NULL, c0);
-        k->bw_centered_sums[dt](x, dy, n, mu, cut, c1, p4);
+        k->centered[dt](x, n, mu, 0, c0);
+        k->bw_centered_sums[dt](x, dy, n, mu, cut, r % 2 ? 64 : 0, c1, p4);
         if (memcmp(c0, c1, sizeof c0) != 0 && bad++ < 5)
           printf("  %s bw_centered_sums %s n=%zu: %a %a, centered %a %a\n",
                  k->name, norm_dtype_name(dt), n, c1[0], c1[1], c0[0], c0[1]);
-        k->centered[dt](x, n, mu, dy, c1); /* prefetching: the same bits */
+        k->centered[dt](x, n, mu, 64, c1); /* prefetching: the same bits */
         if (memcmp(c0, c1, sizeof c0) != 0 && bad++ < 5)
           printf("  %s centered %s n=%zu with ahead: %a %a, without %a %a\n",
                  k->name, norm_dtype_name(dt), n, c1[0], c1[1], c0[0], c0[1]);
@@ -535,8 +535,8 @@ static int check_backward(const kern_t *k) {
        * mu)) around the same mu */
       {
         double mu = shift + sd * (unit(&s) - 0.5), c0[2], c1[2], p2[2];
-        k->centered[dt](x, n, mu, NULL, c0);
-        k->bw_centered_row_sums[dt](x, dy, n, mu, wp, NULL, c1, p2);
+        k->centered[dt](x, n, mu, 0, c0);
+        k->bw_centered_row_sums[dt](x, dy, n, mu, wp, NULL, r % 2 ? 64 : 0, c1, p2);
         if (memcmp(c0, c1, sizeof c0) != 0 && bad++ < 5)
           printf("  %s bw_centered_row_sums %s n=%zu: %a %a, centered %a %a\n",
                  k->name, norm_dtype_name(dt), n, c1[0], c1[1], c0[0], c0[1]);
@@ -554,7 +554,7 @@ static int check_backward(const kern_t *k) {
       /* bw_sumsq_row_sums: sumsq's bits, and sum(w dy), sum(w dy x) */
       {
         double p2[2], sq0 = k->sumsq[dt](x, n);
-        double sq1 = k->bw_sumsq_row_sums[dt](x, dy, n, wp, NULL, p2);
+        double sq1 = k->bw_sumsq_row_sums[dt](x, dy, n, wp, NULL, r % 2 ? 64 : 0, p2);
         if (memcmp(&sq0, &sq1, sizeof sq0) != 0 && bad++ < 5)
           printf("  %s bw_sumsq_row_sums %s n=%zu: %a, sumsq %a\n", k->name,
                  norm_dtype_name(dt), n, sq1, sq0);
@@ -575,15 +575,15 @@ static int check_backward(const kern_t *k) {
       for (size_t i = 0; i < n; i++) wfd[i] = wfl[i] = (float)w[i];
       if (per) {
         double mu = shift + sd * (unit(&s) - 0.5), c0[2], c1[2], p0[2], p1[2];
-        k->bw_centered_row_sums[dt](x, dy, n, mu, wfd, NULL, c0, p0);
-        k->bw_centered_row_sums[dt](x, dy, n, mu, NULL, wfl, c1, p1);
+        k->bw_centered_row_sums[dt](x, dy, n, mu, wfd, NULL, 0, c0, p0);
+        k->bw_centered_row_sums[dt](x, dy, n, mu, NULL, wfl, 64, c1, p1);
         if ((memcmp(c0, c1, sizeof c0) || memcmp(p0, p1, sizeof p0)) &&
             bad++ < 5)
           printf("  %s bw_centered_row_sums %s n=%zu: float weights %a %a, "
                  "double %a %a\n", k->name, norm_dtype_name(dt), n, p1[0],
                  p1[1], p0[0], p0[1]);
-        double q0 = k->bw_sumsq_row_sums[dt](x, dy, n, wfd, NULL, p0);
-        double q1 = k->bw_sumsq_row_sums[dt](x, dy, n, NULL, wfl, p1);
+        double q0 = k->bw_sumsq_row_sums[dt](x, dy, n, wfd, NULL, 0, p0);
+        double q1 = k->bw_sumsq_row_sums[dt](x, dy, n, NULL, wfl, 64, p1);
         if ((memcmp(&q0, &q1, sizeof q0) || memcmp(p0, p1, sizeof p0)) &&
             bad++ < 5)
           printf("  %s bw_sumsq_row_sums %s n=%zu: float weights %a %a, "

@@ -31,12 +31,14 @@ typedef struct {
   double (*sum[KDT])(const void *x, size_t n);
   /* sum(x^2) */
   double (*sumsq[KDT])(const void *x, size_t n);
-  /* out[0] = sum(x - mu), out[1] = sum((x - mu)^2). With `ahead` (not
-   * NULL), the n elements there -- where the caller reads next, in a
-   * tensor streamed from memory -- are prefetched toward L2 at the pace x
-   * is read, so that memory keeps reading while the caller applies this
-   * chunk from L1 (no effect on the result). */
-  void (*centered[KDT])(const void *x, size_t n, double mu, const void *ahead,
+  /* out[0] = sum(x - mu), out[1] = sum((x - mu)^2).
+   * `ahead` (here and in the backward's statistics passes below): 0, or
+   * the distance in elements from x (and dy) to the chunk the caller reads
+   * next in a tensor streamed from memory, whose n elements are prefetched
+   * toward L2 at the pace x is read, so that memory keeps reading while
+   * the caller applies this chunk from the caches (no effect on the
+   * results). */
+  void (*centered[KDT])(const void *x, size_t n, double mu, ptrdiff_t ahead,
                         double out[2]);
   /* dst[i] = x[i] as double */
   void (*to_double[KDT])(const void *x, size_t n, double *dst);
@@ -86,8 +88,8 @@ typedef struct {
    * mu, bw_sums' two sums over [0, cut) in sums[0..1] and over [cut, n) in
    * sums[2..3], in one pass (the backward's moments with its sums). */
   void (*bw_centered_sums[KDT])(const void *x, const void *dy, size_t n,
-                                double mu, size_t cut, double out[2],
-                                double sums[4]);
+                                double mu, size_t cut, ptrdiff_t ahead,
+                                double out[2], double sums[4]);
   /* bw_centered_row_sums: centered's out (the same bits) and, around the
    * same mu, sums[0] = sum(w dy), sums[1] = sum(w dy (x - mu)), a weight
    * per element, in one pass (layer norm's moments with its sums). The
@@ -97,14 +99,14 @@ typedef struct {
    * (a 4096-element row's double weights took 40% of the pass). */
   void (*bw_centered_row_sums[KDT])(const void *x, const void *dy, size_t n,
                                     double mu, const double *w,
-                                    const float *wf, double out[2],
-                                    double sums[2]);
+                                    const float *wf, ptrdiff_t ahead,
+                                    double out[2], double sums[2]);
   /* bw_sumsq_row_sums: sumsq's result (the same bits) and sums[0] =
    * sum(w dy), sums[1] = sum(w dy x), the weights as above, in one pass
    * (RMS norm's mean square with its sums). */
   double (*bw_sumsq_row_sums[KDT])(const void *x, const void *dy, size_t n,
                                    const double *w, const float *wf,
-                                   double sums[2]);
+                                   ptrdiff_t ahead, double sums[2]);
   void (*bw_row_sums[KDT])(const void *x, const void *dy, size_t n,
                            double shift, double s, const double *w, double *gw,
                            double *gb, double out[2]);

@@ -379,13 +379,13 @@ KINLINE unsigned split_lane_element(unsigned j) {
     return s;                                                                  \
   }                                                                            \
   KINLINE void KFN(centered_loop_##dt)(const T *x, size_t n, double mu,        \
-                                       const char *ahead, double out[2],       \
+                                       ptrdiff_t ahead, double out[2],         \
                                        const int ahead_too) {                  \
     vd d0 = {0}, d1 = {0}, d2 = {0}, d3 = {0};                                 \
     vd q0 = {0}, q1 = {0}, q2 = {0}, q3 = {0};                                 \
     size_t i = 0;                                                              \
     for (; i + 4 * VW <= n; i += 4 * VW) {                                     \
-      if (ahead_too) prefetch_l2(ahead + i * sizeof(T), 4 * VW * sizeof(T));   \
+      if (ahead_too) prefetch_l2(x + i + ahead, 4 * VW * sizeof(T));           \
       vd v0 = ld_##dt(x + i) - mu, v1 = ld_##dt(x + i + VW) - mu;              \
       vd v2 = ld_##dt(x + i + 2 * VW) - mu, v3 = ld_##dt(x + i + 3 * VW) - mu; \
       d0 = vadd_fma(v0, d0);                                                   \
@@ -400,11 +400,11 @@ KINLINE unsigned split_lane_element(unsigned j) {
     CENTERED_TAIL(dt);                                                         \
   }                                                                            \
   static void KFN(centered_##dt)(const void *x, size_t n, double mu,           \
-                                 const void *ahead, double out[2]) {           \
+                                 ptrdiff_t ahead, double out[2]) {             \
     if (ahead)                                                                 \
       KFN(centered_loop_##dt)(x, n, mu, ahead, out, 1);                        \
     else                                                                       \
-      KFN(centered_loop_##dt)(x, n, mu, NULL, out, 0);                         \
+      KFN(centered_loop_##dt)(x, n, mu, 0, out, 0);                            \
   }                                                                            \
   static void KFN(to_double_##dt)(const void *xv, size_t n, double *dst) {     \
     const T *x = xv;                                                           \
