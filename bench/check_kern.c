@@ -553,7 +553,7 @@ static int check_backward(const kern_t *k) {
       }
       /* bw_sumsq_row_sums: sumsq's bits, and sum(w dy), sum(w dy x) */
       {
-        double p2[2], sq0 = k->sumsq[dt](x, n);
+        double p2[2], sq0 = k->sumsq[dt](x, n, r % 2 ? 64 : 0);
         double sq1 = k->bw_sumsq_row_sums[dt](x, dy, n, wp, NULL, r % 2 ? 64 : 0, p2);
         if (memcmp(&sq0, &sq1, sizeof sq0) != 0 && bad++ < 5)
           printf("  %s bw_sumsq_row_sums %s n=%zu: %a, sumsq %a\n", k->name,

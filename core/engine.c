@@ -248,10 +248,12 @@ int engine_sumsq_sums(const norm_tensor_t *x, const norm_tensor_t *dy,
 
 double engine_sumsq(const norm_tensor_t *x, const layout_t *l, size_t g) {
   const kern_t *k = kern_get();
+  int streamed = engine_streamed(l, x->dtype); /* as engine_moments_sums */
   double sq = 0.0;
   for (size_t seg = 0; seg < l->nseg; seg++)
     sq += k->sumsq[x->dtype](
-        elem(x, g * l->group_stride + seg * l->seg_stride), l->seg_len);
+        elem(x, g * l->group_stride + seg * l->seg_stride), l->seg_len,
+        streamed ? chunk_ahead(l, g, seg, 0, l->seg_len) : 0);
   return sq;
 }
 

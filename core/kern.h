@@ -29,8 +29,8 @@ typedef struct {
   const char *name; /* "avx512bf16", "avx512", "avx2", "base" */
   /* sum(x) */
   double (*sum[KDT])(const void *x, size_t n);
-  /* sum(x^2) */
-  double (*sumsq[KDT])(const void *x, size_t n);
+  /* sum(x^2); `ahead` as centered's, below */
+  double (*sumsq[KDT])(const void *x, size_t n, ptrdiff_t ahead);
   /* out[0] = sum(x - mu), out[1] = sum((x - mu)^2).
    * `ahead` (here and in the backward's statistics passes below): 0, or
    * the distance in elements from x (and dy) to the chunk the caller reads

@@ -355,11 +355,12 @@ KINLINE unsigned split_lane_element(unsigned j) {
     for (; i < n; i++) s += e_##dt(x + i);                                     \
     return s;                                                                  \
   }                                                                            \
-  static double KFN(sumsq_##dt)(const void *xv, size_t n) {                    \
-    const T *x = xv;                                                           \
+  KINLINE double KFN(sumsq_loop_##dt)(const T *x, size_t n, ptrdiff_t ahead,  \
+                                       const int ahead_too) {                  \
     vd a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};                                 \
     size_t i = 0;                                                              \
     for (; i + 4 * VW <= n; i += 4 * VW) {                                     \
+      if (ahead_too) prefetch_l2(x + i + ahead, 4 * VW * sizeof(T));           \
       vd v0 = ld_##dt(x + i), v1 = ld_##dt(x + i + VW);                        \
       vd v2 = ld_##dt(x + i + 2 * VW), v3 = ld_##dt(x + i + 3 * VW);           \
       a0 += v0 * v0;                                                           \
@@ -377,6 +378,10 @@ KINLINE unsigned split_lane_element(unsigned j) {
       s += v * v;                                                              \
     }                                                                          \
     return s;                                                                  \
+  }                                                                            \
+  static double KFN(sumsq_##dt)(const void *x, size_t n, ptrdiff_t ahead) {    \
+    return ahead ? KFN(sumsq_loop_##dt)(x, n, ahead, 1)                        \
+                 : KFN(sumsq_loop_##dt)(x, n, 0, 0);                           \
   }                                                                            \
   KINLINE void KFN(centered_loop_##dt)(const T *x, size_t n, double mu,        \
                                        ptrdiff_t ahead, double out[2],         \
@@ -1149,10 +1154,13 @@ KINLINE void stF(float *p, vF v, int stream) {
  * constant once inlined: no per-step test of it); returns where they
  * stopped. Streaming (a tensor larger than the caches), the weight-only
  * loop (RMS norm) prefetches the n elements of x after these, the next
- * row, into L2 for the next row's statistics pass, as bw_dx_grads does:
- * rms 4096x4096 float32 forward, 1 thread, 29.3 -> 33.5 GB/s (medians of
- * 8 alternating runs); layer norm's loop, with its bias stream too, lost
- * 25% (prefetch to L2 or L3) or nothing (to L1), and has none. */
+ * row, into L2 for the next row's statistics pass: rms 4096x4096 float32
+ * forward, 1 thread, 29.3 -> 33.5 GB/s (medians of 8 alternating runs);
+ * the statistics pass prefetching the same row too (kern.h's `ahead`)
+ * adds 20% to that (33.1 -> 39.9, medians of 5). Layer norm's loop, with
+ * its bias stream too, lost 25% (prefetch to L2 or L3) or nothing (to
+ * L1): x, w and b fill the 48 KiB L1 of a Zen 5 core, so it leaves the
+ * prefetch to its statistics pass (centered's `ahead`). */
 KINLINE size_t affine_f32f_loop(const float *x, float *y, size_t i, size_t n,
                                 vF vhi, vF vlo, vF vsc, const float *w,
                                 const float *b, const int stream) {
