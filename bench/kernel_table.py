@@ -159,6 +159,7 @@ def main():
             (case, dtype, int(threads), float(normd), float(ceil),
              float(ceil_nt)))
     one = {(c, d): n for c, d, t, n, _, _ in rows if t == 1}
+    one_ceil = {(c, d): ce for c, d, t, _, ce, _ in rows if t == 1}
 
     print("kernel GB/s (x read + y written): normd (simd=%s) vs scale-copy "
           "y = a*x + b vs PyTorch %s, same threads" % (simd, torch.__version__))
@@ -171,7 +172,12 @@ def main():
             checks.append((">= 80% ceiling", normd >= 0.8 * ceil))
             checks.append((">= 80% streaming ceiling", normd >= 0.8 * ceil_nt))
         if threads == 2 and nbytes >= SIXTEEN_MIB:
-            checks.append((">= 1.6x 1 thread", normd >= 1.6 * one[(case, dtype)]))
+            # with what the host's memory gave: a ceiling that itself does
+            # not scale 1.6x leaves the target out of reach on that run
+            scale = normd / one[(case, dtype)]
+            ceil_scale = ceil / one_ceil[(case, dtype)]
+            checks.append((">= 1.6x 1 thread (%.2fx; the ceiling %.2fx)"
+                           % (scale, ceil_scale), scale >= 1.6))
         shape = CASES[case][1]
         if dtype == "bfloat16" and shape in ((4096, 4096), (8, 64, 56, 56)):
             checks.append((">= 0.5 ceiling", normd >= 0.5 * ceil))
