@@ -633,9 +633,12 @@ static void KFN(bw_dx_bf16_redo)(const void *ctx, unsigned j, uint16_t *lane) {
  * (wv or not, spread or not: constants once inlined); returns where it
  * stopped. With `ahead` (rows of a streamed tensor: a weight per element,
  * the spread term) the next row's x and dy, the n elements after these,
- * are prefetched into L2 for its passes, as bw_dx_grads does for the other
- * dtypes: bfloat16 4096x4096 backward, 1 thread, layer 7.0 -> 9.9, rms
- * 7.7 -> 11.2 GB/s (16-lane loop, medians of 6 alternating runs). */
+ * are prefetched into L2 for its passes: bfloat16 4096x4096 backward, 1
+ * thread, layer 7.0 -> 9.9, rms 7.7 -> 11.2 GB/s (16-lane loop, medians of
+ * 6 alternating runs). The other dtypes leave that to their statistics
+ * pass (kern.h's `ahead`); bfloat16 rows have three passes, and the first
+ * one's prefetch does not replace this one (without it, with the first
+ * pass prefetching: layer 10.0 -> 7.2, rms 11.0 -> 7.4, medians of 5). */
 KINLINE size_t bw_dx_bf16_loop8(const uint16_t *x, const uint16_t *dy,
                                 uint16_t *dx, size_t i, size_t n,
                                 const bw_dx_bf16_consts8_t *k,

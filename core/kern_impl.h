@@ -735,17 +735,18 @@ static void KFN(affine_bf16_double)(const uint16_t *x, uint16_t *y, size_t m,
 
 /* The vector loop of affine_bf16_bf16_f over [i, n) in steps of 32, for
  * one form (w, b or both) and one kind of store; returns where it
- * stopped. An unsafe lane is done again by the double path. Streaming, it
- * prefetches the next row's x into L2 as affine_f32f's weight-only loop
- * does (here every form gains: bfloat16 4096x4096 forward, 1 thread,
- * layer 9.5 -> 12.9, rms 13.7 -> 18.2 GB/s). */
+ * stopped. An unsafe lane is done again by the double path. (It used to
+ * prefetch the next row streaming, layer 9.5 -> 12.9, rms 13.7 -> 18.2
+ * GB/s for bfloat16 4096x4096 forward at 1 thread; the statistics pass
+ * does that now, kern.h's `ahead`, and this loop's own prefetch on top
+ * gained nothing: medians of 5 alternating runs 14.6 / 14.7 and 21.7 /
+ * 21.7 GB/s with and without.) */
 KINLINE size_t affine_bf16_loop(const uint16_t *x, uint16_t *y, size_t i,
                                 size_t n, const affine_bf16_consts_t *k,
                                 double shift, double scale, const float *w,
                                 const float *b, const int scaled,
                                 const int stream) {
   for (; i + 32 <= n; i += 32) {
-    if (stream) prefetch_l2(x + i + n, 32 * sizeof *x);
     __m512 e0, e1, r0, r1;
     if (scaled) { /* shift 0, weights only (the caller checked) */
       r0 = scaled_bf16_lanes(k, x + i, w + i, &e0);
@@ -1152,27 +1153,23 @@ KINLINE void stF(float *p, vF v, int stream) {
 
 /* The vector loops of affine_f32f over [i, n), for one kind of store (a
  * constant once inlined: no per-step test of it); returns where they
- * stopped. Streaming (a tensor larger than the caches), the weight-only
- * loop (RMS norm) prefetches the n elements of x after these, the next
- * row, into L2 for the next row's statistics pass: rms 4096x4096 float32
- * forward, 1 thread, 29.3 -> 33.5 GB/s (medians of 8 alternating runs);
- * the statistics pass prefetching the same row too (kern.h's `ahead`)
- * adds 20% to that (33.1 -> 39.9, medians of 5). Layer norm's loop, with
- * its bias stream too, lost 25% (prefetch to L2 or L3) or nothing (to
- * L1): x, w and b fill the 48 KiB L1 of a Zen 5 core, so it leaves the
- * prefetch to its statistics pass (centered's `ahead`). */
+ * stopped. The next row is prefetched by the statistics pass (kern.h's
+ * `ahead`), not here: layer norm's loop, x, w and b filling the 48 KiB L1
+ * of a Zen 5 core, lost 25% to a prefetch of its own (to L2 or L3);
+ * RMS norm's weight-only loop gained 14% from one (29.3 -> 33.5 GB/s,
+ * rms 4096x4096 float32 forward, 1 thread) until sumsq prefetched, and
+ * nothing on top of that since (medians of 5 alternating runs 34.9 /
+ * 35.0 GB/s with and without). */
 KINLINE size_t affine_f32f_loop(const float *x, float *y, size_t i, size_t n,
                                 vF vhi, vF vlo, vF vsc, const float *w,
                                 const float *b, const int stream) {
-  if (w && b) { /* (the next row's prefetch made this loop slower) */
+  if (w && b) {
     for (; i + FW <= n; i += FW)
       stF(y + i, fmaF((ld_vF(x + i) - vhi - vlo) * vsc, ld_vF(w + i), ld_vF(b + i)),
           stream);
   } else if (w) {
-    for (; i + FW <= n; i += FW) {
-      if (stream) prefetch_l2(x + i + n, FW * sizeof(float));
+    for (; i + FW <= n; i += FW)
       stF(y + i, (ld_vF(x + i) - vhi - vlo) * vsc * ld_vF(w + i), stream);
-    }
   } else {
     for (; i + FW <= n; i += FW)
       stF(y + i, fmaF(ld_vF(x + i) - vhi - vlo, vsc, ld_vF(b + i)), stream);
