@@ -2,9 +2,9 @@
 """kernel_table.py -- the "kernel GB/s" rows of `make bench`, in one table.
 
 Runs build/kernel_bench (normd's kernels and the scale-copy memory ceiling,
-measured in the same run, 1 and 2 threads) and measures PyTorch (Debian's
-python3-torch) on the same cases with torch.set_num_threads(threads), then
-prints one table:
+measured in the same run, 1 and 2 threads) one case at a time, each run
+followed at once by PyTorch (Debian's python3-torch) on the same case with
+torch.set_num_threads(threads), then prints one table:
 
 | case | normd | memory ceiling | PyTorch | ratio | vs PyTorch | target |
 
@@ -145,21 +145,41 @@ def torch_gbps(case, dtype, threads, backward=False):
     return streams * nbytes / best_time(fn) / 1e9, None
 
 
-def main():
-    out = subprocess.run([BIN], check=True, capture_output=True, text=True).stdout
+def measure():
+    """normd's rows from build/kernel_bench, one case, dtype and direction
+    per run, each followed at once by PyTorch on the same case, dtype and
+    threads: this host's speed drifts over minutes (the same row has moved
+    by 2x between runs), so each comparison is made within seconds, not
+    across the whole table. Rows: (case, dtype, threads, normd GB/s,
+    ceiling, streaming ceiling, PyTorch GB/s or None, why not)."""
     simd = "?"
     rows, bw_rows = [], []
-    for line in out.splitlines():
-        if line.startswith("#simd|"):
-            simd = line.split("|")[1]
-            continue
-        backward = line.startswith("bw|")
-        case, dtype, threads, normd, ceil, ceil_nt = line.split("|")[backward:]
-        (bw_rows if backward else rows).append(
-            (case, dtype, int(threads), float(normd), float(ceil),
-             float(ceil_nt)))
-    one = {(c, d): n for c, d, t, n, _, _ in rows if t == 1}
-    one_ceil = {(c, d): ce for c, d, t, _, ce, _ in rows if t == 1}
+    for direction in ("forward", "backward"):
+        for dtype in DTYPES:
+            for case in CASES:
+                out = subprocess.run(
+                    [BIN, "2", "%s %s %s" % (case, dtype, direction)],
+                    check=True, capture_output=True, text=True).stdout
+                for line in out.splitlines():
+                    if line.startswith("#simd|"):
+                        simd = line.split("|")[1]
+                        continue
+                    backward = line.startswith("bw|")
+                    fields = line.split("|")[backward:]
+                    if fields[0] != case:
+                        continue
+                    threads = int(fields[2])
+                    tgbps, why = torch_gbps(case, dtype, threads, backward)
+                    (bw_rows if backward else rows).append(
+                        (case, dtype, threads, float(fields[3]),
+                         float(fields[4]), float(fields[5]), tgbps, why))
+    return simd, rows, bw_rows
+
+
+def main():
+    simd, rows, bw_rows = measure()
+    one = {(r[0], r[1]): r[3] for r in rows if r[2] == 1}
+    one_ceil = {(r[0], r[1]): r[4] for r in rows if r[2] == 1}
 
     print("kernel GB/s (x read + y written): normd (simd=%s) vs scale-copy "
           "y = a*x + b vs PyTorch %s, same threads" % (simd, torch.__version__))
@@ -186,7 +206,7 @@ def main():
             checks.append((">= 0.5 L3 ceiling", normd >= 0.5 * ceil))
         return checks
 
-    print_table(rows, "memory ceiling", False, forward_checks, "targets")
+    print_table(rows, "memory ceiling", forward_checks, "targets")
     backward_table(simd, bw_rows)
 
 
@@ -206,26 +226,24 @@ def backward_table(simd, rows):
             checks.append((">= 0.6 streaming ceiling", normd >= 0.6 * ceil_nt))
         return checks
 
-    print_table(rows, "3-stream ceiling", True, backward_checks,
-                "backward targets")
+    print_table(rows, "3-stream ceiling", backward_checks, "backward targets")
 
 
-def print_table(rows, ceiling_name, backward, checks_of, summary):
-    """One markdown table of kernel rows (case, dtype, threads, normd GB/s,
-    ceiling, streaming ceiling) beside PyTorch, each row marked against the
-    targets checks_of gives it (name, met), and the count of both."""
+def print_table(rows, ceiling_name, checks_of, summary):
+    """One markdown table of kernel rows (measure()'s) beside PyTorch, each
+    row marked against the targets checks_of gives it (name, met), and the
+    count of both."""
     print()
     print("| case | normd | %s | PyTorch | ratio | vs PyTorch | target |"
           % ceiling_name)
     print("|---|---|---|---|---|---|---|")
     met = missed = 0
-    for case, dtype, threads, normd, ceil, ceil_nt in rows:
+    for case, dtype, threads, normd, ceil, ceil_nt, tgbps, why in rows:
         op, shape = CASES[case]
         numel = 1
         for s in shape:
             numel *= s
         nbytes = numel * (4 if dtype == "float32" else 2)
-        tgbps, why = torch_gbps(case, dtype, threads, backward=backward)
         checks = checks_of(case, dtype, threads, normd, ceil, ceil_nt, nbytes,
                            tgbps)
         verdict = ", ".join("%s %s" % (n, "met" if ok else "MISSED")
