@@ -81,7 +81,7 @@ DEF_LD2(bf16, uint16_t)
 
 /* The statistics passes' prefetch (kern_impl.h's PREFETCH_AHEAD) of
  * both streams, x and dy. */
-#define BW_AHEAD(i)                                                        \
+#define BW_AHEAD(i)                                                            \
   do {                                                                         \
     PREFETCH_AHEAD(x, i);                                                      \
     PREFETCH_AHEAD(dy, i);                                                     \
@@ -126,7 +126,7 @@ DEF_LD2(bf16, uint16_t)
   } while (0)
 #define BW_CENTERED_STEP(dt, dy_too)                                           \
   do {                                                                         \
-    BW_AHEAD(i);                                                           \
+    BW_AHEAD(i);                                                               \
     BW_CENTERED_HALF(dt, dy_too, i, d0, d1, q0, q1);                           \
     BW_CENTERED_HALF(dt, dy_too, i + 2 * VW, d2, d3, q2, q3);                  \
   } while (0)
@@ -183,7 +183,7 @@ DEF_LD2(bf16, uint16_t)
     vd g = {0}, p0 = {0}, p1 = {0};                                            \
     size_t i = 0;                                                              \
     for (; i + 4 * VW <= n; i += 4 * VW) {                                     \
-      BW_AHEAD(i);                                                         \
+      BW_AHEAD(i);                                                             \
       BW_CENTERED_HALF_W(dt, 1, has_w, w, i, d0, d1, q0, q1);                  \
       BW_CENTERED_HALF_W(dt, 1, has_w, w, i + 2 * VW, d2, d3, q2, q3);         \
     }                                                                          \
@@ -227,7 +227,7 @@ DEF_LD2(bf16, uint16_t)
     size_t i = 0;                                                              \
     for (; i + 4 * VW <= n; i += 4 * VW) {                                     \
       vd v0, v1, v2, v3, e0, e1, e2, e3;                                       \
-      BW_AHEAD(i);                                                         \
+      BW_AHEAD(i);                                                             \
       ld2_##dt(x + i, &v0, &v1);                                               \
       ld2_##dt(x + i + 2 * VW, &v2, &v3);                                      \
       a0 += v0 * v0;                                                           \
