@@ -10,27 +10,6 @@
  * the spread term, streaming stores) as constants once inlined, so each
  * loop is compiled without per-element tests of them. */
 
-/* 2 VW consecutive elements as two vectors of doubles (lo: the first
- * VW). For bfloat16 on AVX2 one load of 8: widened to float by the 16-bit
- * shift, then each half converted, instead of two narrow loads. */
-#define DEF_LD2(dt, T)                                                         \
-  KINLINE void ld2_##dt(const T *p, vd *lo, vd *hi) {                          \
-    *lo = ld_##dt(p);                                                          \
-    *hi = ld_##dt(p + VW);                                                     \
-  }
-DEF_LD2(f32, float)
-DEF_LD2(f64, double)
-DEF_LD2(f16, uint16_t)
-#if KERN_F16C && VW == 4
-KINLINE void ld2_bf16(const uint16_t *p, vd *lo, vd *hi) {
-  __m256 f = bf16_widen8(p);
-  *lo = (vd)_mm256_cvtps_pd(_mm256_castps256_ps128(f));
-  *hi = (vd)_mm256_cvtps_pd(_mm256_extractf128_ps(f, 1));
-}
-#else
-DEF_LD2(bf16, uint16_t)
-#endif
-
 /* The rows' weights from element i, VW of them (LD_W) or one (E_W), with
  * hw a constant: 1 doubles, 2 floats (exact as doubles: the same
  * products). */
@@ -106,7 +85,9 @@ DEF_LD2(bf16, uint16_t)
 /* ... and with `has_w` dy times the rows' weight w[i] (bw_centered_row_sums) */
 #define BW_CENTERED_HALF_W(dt, dy_too, has_w, wp, at, da, db, qa, qb)          \
   do {                                                                         \
-    vd va = ld_##dt(x + (at)) - mu, vb = ld_##dt(x + (at) + VW) - mu;          \
+    vd va, vb;                                                                 \
+    ld2_##dt(x + (at), &va, &vb);                                              \
+    va -= mu, vb -= mu;                                                        \
     da = vadd_fma(va, da);                                                     \
     db = vadd_fma(vb, db);                                                     \
     qa = vfma(va, va, qa);                                                     \

@@ -73,10 +73,45 @@ KINLINE vd ld_f64(const double *p) {
   return d;
 }
 
+#if KERN_F16C && VW == 8
+/* The float bits of n <= 32 bfloat16 at once (their 16 bits moved up a
+ * word, the words below zeroed): one masked permute where zero-extending
+ * and shifting took two instructions on the ports the conversions to
+ * double also need (AVX-512 BW; the word order is kept). The loads are
+ * 16 or 32 bytes, of the elements read only. */
+KINLINE __m256i bf16_bits8(const uint16_t *p) {
+  const __m256i idx = _mm256_set_epi16(7, 0, 6, 0, 5, 0, 4, 0, 3, 0, 2, 0, 1,
+                                       0, 0, 0);
+  __m128i raw = _mm_loadu_si128((const __m128i *)p);
+  return _mm256_maskz_permutexvar_epi16(0xAAAAu, idx,
+                                        _mm256_castsi128_si256(raw));
+}
+KINLINE __m512i bf16_bits16(const uint16_t *p) {
+  const __m512i idx = _mm512_set_epi16(
+      15, 0, 14, 0, 13, 0, 12, 0, 11, 0, 10, 0, 9, 0, 8, 0, 7, 0, 6, 0, 5, 0,
+      4, 0, 3, 0, 2, 0, 1, 0, 0, 0);
+  __m256i raw = _mm256_loadu_si256((const __m256i *)p);
+  return _mm512_maskz_permutexvar_epi16(0xAAAAAAAAu, idx,
+                                        _mm512_castsi256_si512(raw));
+}
+#endif
+
+#if KERN_F16C
+/* 8 bfloat16 as floats, in order. */
+KINLINE __m256 bf16_widen8(const uint16_t *x) {
+#if VW == 8
+  return _mm256_castsi256_ps(bf16_bits8(x));
+#else
+  __m256i raw = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)x));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(raw, 16));
+#endif
+}
+#endif
+
 KINLINE vd ld_bf16(const uint16_t *p) {
   vu u;
 #if KERN_F16C && VW == 8
-  u = (vu)_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
+  return f2d((vf)bf16_widen8(p));
 #elif KERN_F16C && VW == 4
   /* zeros interleaved below each element: its float bits (x << 16) in one
    * unpack, where zero-extending and shifting took two */
@@ -101,6 +136,33 @@ KINLINE vd ld_f16(const uint16_t *p) {
 #endif
   return f2d(f);
 }
+
+/* 2 VW consecutive elements as two vectors of doubles (lo: the first
+ * VW), the same values as two ld_ calls. For bfloat16 one load: widened
+ * to float once, then each half converted. */
+#define DEF_LD2(dt, T)                                                         \
+  KINLINE void ld2_##dt(const T *p, vd *lo, vd *hi) {                          \
+    *lo = ld_##dt(p);                                                          \
+    *hi = ld_##dt(p + VW);                                                     \
+  }
+DEF_LD2(f32, float)
+DEF_LD2(f64, double)
+DEF_LD2(f16, uint16_t)
+#if KERN_F16C && VW == 8
+KINLINE void ld2_bf16(const uint16_t *p, vd *lo, vd *hi) {
+  __m512 f = _mm512_castsi512_ps(bf16_bits16(p));
+  *lo = (vd)_mm512_cvtps_pd(_mm512_castps512_ps256(f));
+  *hi = (vd)_mm512_cvtps_pd(_mm512_extractf32x8_ps(f, 1));
+}
+#elif KERN_F16C && VW == 4
+KINLINE void ld2_bf16(const uint16_t *p, vd *lo, vd *hi) {
+  __m256 f = bf16_widen8(p);
+  *lo = (vd)_mm256_cvtps_pd(_mm256_castps256_ps128(f));
+  *hi = (vd)_mm256_cvtps_pd(_mm256_extractf128_ps(f, 1));
+}
+#else
+DEF_LD2(bf16, uint16_t)
+#endif
 
 /* ---- stores: VW doubles -> a dtype, rounded once -------------------------- */
 
@@ -369,8 +431,9 @@ KINLINE unsigned split_lane_element(unsigned j) {
     size_t i = 0;                                                              \
     for (; i + 4 * VW <= n; i += 4 * VW) {                                     \
       PREFETCH_AHEAD(x, i);                                                    \
-      vd v0 = ld_##dt(x + i), v1 = ld_##dt(x + i + VW);                        \
-      vd v2 = ld_##dt(x + i + 2 * VW), v3 = ld_##dt(x + i + 3 * VW);           \
+      vd v0, v1, v2, v3;                                                       \
+      ld2_##dt(x + i, &v0, &v1);                                               \
+      ld2_##dt(x + i + 2 * VW, &v2, &v3);                                      \
       a0 += v0 * v0;                                                           \
       a1 += v1 * v1;                                                           \
       a2 += v2 * v2;                                                           \
@@ -398,8 +461,10 @@ KINLINE unsigned split_lane_element(unsigned j) {
     size_t i = 0;                                                              \
     for (; i + 4 * VW <= n; i += 4 * VW) {                                     \
       PREFETCH_AHEAD(x, i);                                                    \
-      vd v0 = ld_##dt(x + i) - mu, v1 = ld_##dt(x + i + VW) - mu;              \
-      vd v2 = ld_##dt(x + i + 2 * VW) - mu, v3 = ld_##dt(x + i + 3 * VW) - mu; \
+      vd v0, v1, v2, v3;                                                       \
+      ld2_##dt(x + i, &v0, &v1);                                               \
+      ld2_##dt(x + i + 2 * VW, &v2, &v3);                                      \
+      v0 -= mu, v1 -= mu, v2 -= mu, v3 -= mu;                                  \
       d0 = vadd_fma(v0, d0);                                                   \
       d1 = vadd_fma(v1, d1);                                                   \
       d2 = vadd_fma(v2, d2);                                                   \
@@ -666,8 +731,7 @@ static void KFN(axpb_bf16_bf16_f)(const void *xv, void *yv, size_t n,
  * them as well would take two permutes each); axpb's even/odd split is
  * 3-7% faster than this (A/B, kernel_bench bf16 group/batch/instance). */
 KINLINE __m512 bf16_widen16(const uint16_t *x) {
-  __m512i raw = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)x));
-  return _mm512_castsi512_ps(_mm512_slli_epi32(raw, 16));
+  return _mm512_castsi512_ps(bf16_bits16(x));
 }
 
 /* bfloat16 -> bfloat16 y = (x - shift) * scale * w[i] + b[i] (w or b, not
@@ -871,11 +935,6 @@ static void KFN(affine_bf16_bf16_f)(const uint16_t *x, uint16_t *y, size_t n,
  * double path's formula (on the bench's rows about one in 200: where x A
  * and C nearly cancel, e is large beside |r|). bench/check_kern compares
  * it bit for bit with the double formula. */
-KINLINE __m256 bf16_widen8(const uint16_t *x) {
-  __m256i raw = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)x));
-  return _mm256_castsi256_ps(_mm256_slli_epi32(raw, 16));
-}
-
 KINLINE __m256 abs8(__m256 v) {
   return _mm256_and_ps(v, _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF)));
 }
