@@ -461,15 +461,20 @@ after_value:
  * only (see above), or NULL when none does before end or they nest deeper
  * than scan_array reads. */
 static const char *bracket_end(const char *p, const char *end) {
+  /* open: the next '[' before close, or NULL where there is none; each
+   * is looked for only up to the ']' at hand, so that the text is read
+   * once (a flat array's next '[' is past its end, often nowhere) */
   const char *open = p, *close = memchr(p, ']', (size_t)(end - p));
   int depth = 0;
   while (close != NULL) {
-    if (open != NULL && open < close) {
+    if (open != NULL) {
       if (++depth > NORM_MAX_RANK) return NULL;
-      open = memchr(open + 1, '[', (size_t)(end - open - 1));
+      open = memchr(open + 1, '[', (size_t)(close - open - 1));
     } else {
       if (--depth == 0) return close + 1;
-      close = memchr(close + 1, ']', (size_t)(end - close - 1));
+      const char *from = close + 1;
+      close = memchr(from, ']', (size_t)(end - from));
+      if (close != NULL) open = memchr(from, '[', (size_t)(close - from));
     }
   }
   return NULL;
