@@ -35,6 +35,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "blocks.h"
 #include "http_internal.h"
 #include "log.h"
 #include "metrics.h"
@@ -103,7 +104,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
   server_t *srv = cls;
   request_state_t *rs = *state;
   if (rs == NULL) {
-    rs = calloc(1, sizeof *rs);
+    rs = blocks_calloc(sizeof *rs);
     if (rs == NULL) return MHD_NO;
     *state = rs;
     rs->srv = srv;
@@ -222,7 +223,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **state,
     atomic_fetch_sub(&srv->accepted, 1);
     atomic_store(&srv->last_busy_ms, http__now_ms());
   }
-  free(rs);
+  blocks_free(rs);
   metrics_inflight_add(-1);
 }
 

@@ -4,16 +4,18 @@
  * when large (a worker reads it later, from memory anyway). A compressed
  * body is inflated into that buffer as each chunk arrives, the buffer
  * doubling up to max_body_bytes. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #ifdef __SSE2__
 #include <emmintrin.h>
 #endif
 
+#include "blocks.h"
 #include "http_internal.h"
 
 void http__body_free(body_t *b) {
-  free(b->mem);
+  blocks_free(b->mem);
   memset(b, 0, sizeof *b);
 }
 
@@ -46,13 +48,13 @@ static void copy_streaming(char *dst, const char *src, size_t n) {
  * alignment of data + align_at. 0, or -1 when out of memory. */
 static int body_reserve(body_t *b, size_t cap) {
   if (cap <= b->cap) return 0;
-  char *mem = malloc(cap + BODY_ALIGN);
+  char *mem = cap <= SIZE_MAX - BODY_ALIGN ? blocks_alloc(cap + BODY_ALIGN) : NULL;
   if (mem == NULL) return -1;
   char *data =
       mem +
       (BODY_ALIGN - ((uintptr_t)mem + b->align_at) % BODY_ALIGN) % BODY_ALIGN;
   if (b->len) memcpy(data, b->data, b->len);
-  free(b->mem);
+  blocks_free(b->mem);
   b->mem = mem;
   b->data = data;
   b->cap = cap;

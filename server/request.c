@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "blocks.h"
+
 void request_init(request_t *req, op_t op) {
   memset(req, 0, sizeof *req);
   req->op = op;
@@ -48,7 +50,7 @@ void request_free(request_t *req) {
   }
   free(req->parts);
   req->parts = NULL;
-  free(req->body_mem);
+  blocks_free(req->body_mem); /* http_body.c's */
   req->body_mem = NULL;
   free(req->v2_id);
   req->v2_id = NULL;

@@ -13,6 +13,7 @@
 #include <emmintrin.h>
 #endif
 
+#include "blocks.h"
 #include "cpool.h"
 #include "fmt.h"
 #include "fmt_scan.h" /* fmt_parse_double inline: a call per number costs */
@@ -262,7 +263,7 @@ typedef struct {
 static int push_value(values_t *vals, double d) {
   if (vals->len == vals->cap) {
     size_t want = vals->cap ? 2 * vals->cap : 1024;
-    double *grown = realloc(vals->v, want * sizeof *grown);
+    double *grown = blocks_realloc(vals->v, want * sizeof *grown);
     if (grown == NULL) return -1;
     vals->v = grown;
     vals->cap = want;
@@ -606,7 +607,7 @@ static scan_result_t scan_array_split(const char *p, const char *end, numarray_t
   size_t total = 0;
   for (size_t i = 0; i < n; i++) total += pieces[i].leaves;
   if (vals->cap - vals->len < total) {
-    double *grown = realloc(vals->v, (vals->len + total) * sizeof *grown);
+    double *grown = blocks_realloc(vals->v, (vals->len + total) * sizeof *grown);
     if (grown == NULL) goto done;
     vals->v = grown;
     vals->cap = vals->len + total;
@@ -743,7 +744,7 @@ static int extract(const char *json, size_t len, int mark_len,
     out->arrays[i].values = out->values + out->arrays[i].first;
   return 0;
 oom:
-  free(vals.v);
+  blocks_free(vals.v);
   numarray_free(out);
   return -1;
 }
@@ -772,7 +773,7 @@ int numarray_extract(const char *json, size_t len, numarrays_t *out) {
 
 void numarray_free(numarrays_t *a) {
   free(a->skeleton);
-  free(a->values);
+  blocks_free(a->values);
   free(a->arrays);
   memset(a, 0, sizeof *a);
 }
