@@ -89,9 +89,11 @@ int main(int argc, char **argv) {
    * back zeroed each time): ~900 faults per 4 MiB framed request before,
    * ~50 after, and +30% requests/s. One arena, because malloc_trim (which
    * http_clock.c calls once the server is idle, to give the memory back)
-   * cannot shrink the heaps of the per-thread arenas; a few large
-   * allocations per request do not contend for its lock. 32 MiB is the
-   * largest mmap threshold glibc takes. */
+   * cannot shrink the heaps of the per-thread arenas (8 arenas: idle RSS
+   * 27 -> 103 MiB after bench/http_bench.sh, against 6 -> 6). The blocks
+   * every small request takes and gives back past glibc's per-thread cache
+   * did contend for its lock; blocks.c keeps those per thread. 32 MiB is
+   * the largest mmap threshold glibc takes. */
   mallopt(M_ARENA_MAX, 1);
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
   mallopt(M_TRIM_THRESHOLD, 256 << 20);
