@@ -39,7 +39,8 @@
   X(request_id)                                                                \
   X(ops)                                                                       \
   X(problem)                                                                   \
-  X(encoding)
+  X(encoding)                                                                  \
+  X(blocks)
 
 #define UNIT_DECLARE_(name) Suite *name##_suite(void);
 UNIT_SUITES(UNIT_DECLARE_)
