@@ -107,9 +107,14 @@ KINLINE __m256 bf16_widen8(const uint16_t *x) {
 #endif
 }
 #endif
+#if KERN_F16C && VW == 8
+/* 16 bfloat16 as floats, in order. */
+KINLINE __m512 bf16_widen16(const uint16_t *x) {
+  return _mm512_castsi512_ps(bf16_bits16(x));
+}
+#endif
 
 KINLINE vd ld_bf16(const uint16_t *p) {
-  vu u;
 #if KERN_F16C && VW == 8
   return f2d((vf)bf16_widen8(p));
 #elif KERN_F16C && VW == 4
@@ -120,9 +125,9 @@ KINLINE vd ld_bf16(const uint16_t *p) {
 #else
   vh h;
   memcpy(&h, p, sizeof h);
-  u = __builtin_convertvector(h, vu);
-#endif
+  vu u = __builtin_convertvector(h, vu);
   return f2d((vf)(u << 16));
+#endif
 }
 
 KINLINE vd ld_f16(const uint16_t *p) {
@@ -150,7 +155,7 @@ DEF_LD2(f64, double)
 DEF_LD2(f16, uint16_t)
 #if KERN_F16C && VW == 8
 KINLINE void ld2_bf16(const uint16_t *p, vd *lo, vd *hi) {
-  __m512 f = _mm512_castsi512_ps(bf16_bits16(p));
+  __m512 f = bf16_widen16(p);
   *lo = (vd)_mm512_cvtps_pd(_mm512_castps512_ps256(f));
   *hi = (vd)_mm512_cvtps_pd(_mm512_extractf32x8_ps(f, 1));
 }
@@ -726,13 +731,10 @@ static void KFN(axpb_bf16_bf16_f)(const void *xv, void *yv, size_t n,
   KFN(axpb_bf16_bf16)(x + i, y + i, n - i, shift, a, c, 0);
 }
 
-/* 16 bfloat16 as floats, in order. The affine path below loads its input
- * this way, because its weights and biases come in order too (splitting
- * them as well would take two permutes each); axpb's even/odd split is
- * 3-7% faster than this (A/B, kernel_bench bf16 group/batch/instance). */
-KINLINE __m512 bf16_widen16(const uint16_t *x) {
-  return _mm512_castsi512_ps(bf16_bits16(x));
-}
+/* The affine path below loads its input in order (bf16_widen16), because
+ * its weights and biases come in order too (splitting them as well would
+ * take two permutes each); axpb's even/odd split is 3-7% faster than that
+ * (A/B, kernel_bench bf16 group/batch/instance). */
 
 /* bfloat16 -> bfloat16 y = (x - shift) * scale * w[i] + b[i] (w or b, not
  * both, may be NULL) in float lanes, bit-identical to affine_bf16_bf16
