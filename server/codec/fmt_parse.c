@@ -114,6 +114,7 @@ int16_t fmt__pow5_128_exp2[FMT__POW10_COUNT];
 #ifdef FMT__SHORT_SIMD
 uint8_t fmt__short_index[17][16][16];
 int fmt__short_simd;
+int fmt__short4_simd;
 #endif
 static pthread_once_t parse_tables_once = PTHREAD_ONCE_INIT;
 atomic_int fmt__parse_tables_done;
@@ -144,6 +145,11 @@ static void parse_tables_init(void) {
     }
   __builtin_cpu_init();
   fmt__short_simd = fmt__simd_cap() >= 1 && __builtin_cpu_supports("sse4.1");
+  fmt__short4_simd = fmt__simd_cap() == 2 && __builtin_cpu_supports("avx512f") &&
+                     __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+                     __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512cd") &&
+                     __builtin_cpu_supports("bmi") && __builtin_cpu_supports("bmi2") &&
+                     __builtin_cpu_supports("popcnt");
 #endif
 }
 

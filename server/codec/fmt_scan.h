@@ -371,6 +371,111 @@ FMT__SCAN_SSE41 int fmt__parse_short_sse41(const char *end, size_t len, double *
   *out = fmt__with_sign(v, (int)neg);
   return 1;
 }
+
+/* ---- four short numbers at once, with AVX-512 ---------------------------
+ * fmt__parse_short_sse41's answer for four numbers of a run, each the text
+ * between two of the five ','s at commas[0..4] (past one space after the
+ * first of the two), each 1..15 bytes: the four doubles, or 0 when any of
+ * the four is not such a text (then each goes its own way). The same
+ * grammar and the same arithmetic (w * 10^q with w < 10^15, one correctly
+ * rounded division), so the same doubles; only found four at a time.
+ *
+ * The 16 bytes before each closing ',' fill one 128-bit lane, right-aligned
+ * as in fmt__parse_short_sse41, and the byte classes of all four lanes are
+ * four 16-bit fields of one 64-bit mask (bit 16k + j: byte j of lane k),
+ * tested together with word arithmetic that never carries out of a field:
+ * each field's first byte after its opening ',' (from the gaps between the
+ * ','s), past a space and a '-' to the first digit. Every field then holds
+ * exactly one first digit, which makes `x - ONES` (the bits below it)
+ * borrow-free. The digits are then moved as fmt__short_index moves them
+ * (the bytes up to the '.' one byte up, over it; the rest zeroed) and
+ * summed with the same multiply-adds, per lane; the divisor is 10^(digits
+ * after the '.'), from the '.''s position (vplzcntq). Needs AVX-512 F, BW,
+ * DQ, VL, CD. */
+#define FMT__SCAN_AVX512                                                      \
+  static inline __attribute__((always_inline,                                \
+                               target("sse4.1,popcnt,bmi,bmi2,avx2,avx512f,avx512bw,avx512dq,avx512vl,avx512cd")))
+extern int fmt__short4_simd; /* this CPU has those and NORM_SIMD allows avx512 */
+
+#define FMT__FIELDS(x) (0x0001000100010001ull * (x)) /* x in each 16-bit field */
+
+/* Each field's bits at or below its highest set bit. */
+FMT__SCAN_HOT uint64_t fmt__fill_down16(uint64_t x) {
+  x |= x >> 1 & FMT__FIELDS(0x7FFF);
+  x |= x >> 2 & FMT__FIELDS(0x3FFF);
+  x |= x >> 4 & FMT__FIELDS(0x0FFF);
+  x |= x >> 8 & FMT__FIELDS(0x00FF);
+  return x;
+}
+
+FMT__SCAN_AVX512 int fmt__parse_short4_avx512(const char *const commas[5], double *out) {
+  static const double pow10[16] = {1e0, 1e1, 1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                                   1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15};
+  const uint64_t ones = FMT__FIELDS(1), tops = FMT__FIELDS(0x8000);
+  /* Field k's text starts 17 - gap bytes into its lane: 2 <= gap <= 16
+   * for 1..15 bytes. */
+  uint64_t first = 0;
+  for (int k = 0; k < 4; k++) {
+    size_t gap = (size_t)(commas[k + 1] - commas[k]);
+    if (gap - 2 > 14) return 0;
+    first |= 1ull << (16 * k + 17 - gap);
+  }
+  __m512i t = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(const void *)(commas[1] - 16)));
+  t = _mm512_inserti32x4(t, _mm_loadu_si128((const __m128i *)(const void *)(commas[2] - 16)), 1);
+  t = _mm512_inserti32x4(t, _mm_loadu_si128((const __m128i *)(const void *)(commas[3] - 16)), 2);
+  t = _mm512_inserti32x4(t, _mm_loadu_si128((const __m128i *)(const void *)(commas[4] - 16)), 3);
+  __m512i d = _mm512_sub_epi8(t, _mm512_set1_epi8('0'));
+  uint64_t digit = _mm512_cmple_epu8_mask(d, _mm512_set1_epi8(9));
+  uint64_t zero = _mm512_testn_epi8_mask(d, d);
+  uint64_t space = _mm512_cmpeq_epi8_mask(t, _mm512_set1_epi8(' '));
+  uint64_t dot = _mm512_cmpeq_epi8_mask(t, _mm512_set1_epi8('.'));
+  uint64_t minus = _mm512_cmpeq_epi8_mask(t, _mm512_set1_epi8('-'));
+  uint64_t text = ~(first - ones); /* from the first byte on */
+  uint64_t past_space = first + (first & space);
+  uint64_t neg = past_space & minus;
+  uint64_t first_digit = past_space + neg;
+  uint64_t body = text & ~(first_digit - ones); /* from the first digit on */
+  uint64_t dots = dot & text; /* (the bytes before the first digit are no '.') */
+  uint64_t guarded = dots | tops; /* a bit in every field: */
+  uint64_t lowest_dot = guarded & ~(guarded - ones);
+  /* The last byte a digit (so none of the steps above carried out of its
+   * field), a digit first, nothing but digits and one '.' after it, no "0"
+   * followed by a digit. */
+  uint64_t bad = (~digit & tops) | (first_digit & ~digit) | (body & ~(digit | dots)) |
+                 (dots & ~lowest_dot) | (zero & first_digit & (digit >> 1) & ~tops);
+  if (bad != 0) return 0;
+  /* the digits: bytes up to the '.' from one byte lower, then only the
+   * digits' bytes kept (from the first, or the one after it where the '.'
+   * moved it up) */
+  uint64_t up_to_dot = fmt__fill_down16(dots);
+  uint64_t has_dot = up_to_dot & ones;
+  uint64_t first_kept = first_digit + (first_digit & (has_dot * 0xFFFF));
+  uint64_t kept = ~(first_kept - ones);
+  __m512i moved = _mm512_mask_blend_epi8(up_to_dot, d, _mm512_bslli_epi128(d, 1));
+  __m512i digits = _mm512_maskz_mov_epi8(kept, moved);
+  __m512i pairs = _mm512_maddubs_epi16(digits, _mm512_set1_epi16(10 | 1 << 8));
+  __m512i quads = _mm512_madd_epi16(pairs, _mm512_set1_epi32(100 | 1 << 16));
+  __m512i eights = _mm512_madd_epi16(_mm512_packus_epi32(quads, quads),
+                                     _mm512_set1_epi32(10000 | 1 << 16));
+  /* per lane, its low word: the first eight digits * 10^8 + the last eight */
+  __m512i w = _mm512_add_epi64(_mm512_mul_epu32(eights, _mm512_set1_epi64(100000000)),
+                               _mm512_srli_epi64(eights, 32));
+  __m256i w4 = _mm512_castsi512_si256(
+      _mm512_permutexvar_epi64(_mm512_setr_epi64(0, 2, 4, 6, 0, 2, 4, 6), w));
+  /* The digits after a '.' at byte j are 15 - j, which is the low four
+   * bits of lzcnt(2^j) = 63 - j as a 64-bit word; without a '.', lzcnt(0)
+   * = 64, whose low four bits are 0: the divisor's index either way (the
+   * permute reads only those bits). */
+  __m512i places = _mm512_lzcnt_epi64(_mm512_zextsi256_si512(
+      _mm256_cvtepu16_epi64(_mm_cvtsi64_si128((long long)dots))));
+  __m512d divisor = _mm512_permutex2var_pd(_mm512_loadu_pd(pow10), places,
+                                           _mm512_loadu_pd(pow10 + 8));
+  __m256d v = _mm256_div_pd(_mm256_cvtepi64_pd(w4), _mm512_castpd512_pd256(divisor));
+  __mmask8 negative = _mm_cmpneq_epi16_mask(_mm_cvtsi64_si128((long long)neg), _mm_setzero_si128());
+  v = _mm256_mask_xor_pd(v, negative, v, _mm256_set1_pd(-0.0));
+  _mm256_storeu_pd(out, v);
+  return 1;
+}
 #endif
 
 /* The rest of fmt_parse_double, out of line in fmt_parse.c and reached by

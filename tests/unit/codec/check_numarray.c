@@ -449,6 +449,89 @@ START_TEST(test_random_runs) {
 }
 END_TEST
 
+/* A token for test_long_runs: mostly a short number as tensors are printed
+ * (a sign now and then, 1..3 integer digits, a fraction of 1..12 digits,
+ * an integer now and then), and once in a while one of the texts four at
+ * a time must not take, or must take the same way: 15, 16 and 17 bytes,
+ * "0", "-0", "1e5", "-1.5E-3", "1 " (a space before the ','), and with
+ * any_odd also texts that are not numbers ("00", "01.5", "-", "1.", ".5",
+ * "1.2.3", "+1", ...). Returns its length. */
+static size_t long_run_token(uint64_t *s, int any_odd, char *out) {
+  static const char *const odd[] = {
+      /* numbers */
+      "0", "-0", "0.0", "1e5", "-1.5E-3", "1 ", "9007199254740993", "123456789012345",
+      "1234567890123456", "-12345678901234", "0.12345678901234", "1.234567890123456",
+      /* not numbers */
+      "00", "01.5", "-", "1.", ".5", "1.2.3", "+1", "0x1", "-.5"};
+  if (tu_rand_u64(s) % 64 == 0) {
+    const char *t = odd[tu_rand_u64(s) % (any_odd ? sizeof odd / sizeof odd[0] : 12)];
+    memcpy(out, t, strlen(t));
+    return strlen(t);
+  }
+  size_t n = 0;
+  if (tu_rand_u64(s) % 2) out[n++] = '-';
+  size_t ints = 1 + (tu_rand_u64(s) % 8 == 0 ? tu_rand_u64(s) % 3 : 0);
+  for (size_t i = 0; i < ints; i++)
+    out[n++] = (char)('0' + (i == 0 && ints > 1 ? 1 + tu_rand_u64(s) % 9 : tu_rand_u64(s) % 10));
+  if (tu_rand_u64(s) % 16) {
+    out[n++] = '.';
+    size_t fraction = 1 + tu_rand_u64(s) % 12;
+    for (size_t i = 0; i < fraction; i++) out[n++] = (char)('0' + tu_rand_u64(s) % 10);
+  }
+  return n;
+}
+
+/* Long runs of short numbers, one separator ("," or ", ") per run or a
+ * random one per gap: the runs numarray.c's parse_run takes four numbers
+ * at a time (under NORM_SIMD=avx512, on a CPU with AVX-512), with now and
+ * then a text that breaks a four. Taken exactly when every token is a
+ * number, and then fmt_parse_double's values bit for bit, as in
+ * test_random_runs. */
+START_TEST(test_long_runs) {
+  enum { TOKENS_MAX = 3000, TOKEN_MAX = 24 };
+  static char json[64 + TOKENS_MAX * (TOKEN_MAX + 2)];
+  static double want[TOKENS_MAX];
+  uint64_t seed = 20261204;
+  size_t taken = 0, left = 0;
+  for (int round = 0; round < 600; round++) {
+    size_t tokens = 1 + tu_rand_u64(&seed) % TOKENS_MAX, len = 0;
+    int separators = (int)(tu_rand_u64(&seed) % 3); /* ",", ", ", either */
+    int any_odd = round % 3 == 0; /* else only the odd texts that are numbers */
+    int all_numbers = 1;
+    len += (size_t)sprintf(json, "{\"data\":[");
+    for (size_t i = 0; i < tokens; i++) {
+      if (i > 0) {
+        int spaced = separators == 2 ? (int)(tu_rand_u64(&seed) % 2) : separators;
+        len += (size_t)sprintf(json + len, spaced ? ", " : ",");
+      }
+      size_t n = long_run_token(&seed, any_odd, json + len);
+      size_t read = fmt_parse_double(json + len, n, &want[i]);
+      /* "1 " is a number and then whitespace: JSON, though not the
+       * fast loop's kind */
+      if (!(read == n || (read == n - 1 && json[len + n - 1] == ' ')) || isinf(want[i]))
+        all_numbers = 0;
+      len += n;
+    }
+    len += (size_t)sprintf(json + len, "]}");
+    numarrays_t a;
+    ck_assert_int_eq(numarray_extract(json, len, &a), 0);
+    if (!all_numbers) {
+      ck_assert_msg(a.count == 0, "taken: round %d", round);
+      left++;
+    } else {
+      ck_assert_msg(a.count == 1 && a.arrays[0].count == tokens, "not taken: round %d", round);
+      for (size_t i = 0; i < tokens; i++)
+        ck_assert_msg(memcmp(&a.arrays[0].values[i], &want[i], sizeof want[i]) == 0,
+                      "round %d element %zu: %.17g, want %.17g", round, i,
+                      a.arrays[0].values[i], want[i]);
+      taken++;
+    }
+    numarray_free(&a);
+  }
+  ck_assert(taken > 50 && left > 50); /* both kinds of runs were tried */
+}
+END_TEST
+
 Suite *numarray_suite(void) {
   Suite *s = suite_create("numarray");
   TCase *core = tcase_create("Core");
@@ -461,6 +544,7 @@ Suite *numarray_suite(void) {
   tcase_add_test(core, test_fill_exact);
   tcase_add_test(core, test_fill_nonfinite_and_range);
   tcase_add_test(core, test_random_runs);
+  tcase_add_test(core, test_long_runs);
   suite_add_tcase(s, core);
   return s;
 }
