@@ -328,24 +328,30 @@ static int fill_histogram(const norm_tensor_t *t, int64_t bins, double lo,
   if (!(lo <= hi)) { /* nothing finite: an empty histogram around 0 */
     lo = -0.5;
     hi = 0.5;
-  } else if (lo == hi) {
-    lo -= 0.5;
-    hi += 0.5;
+  } else if (lo == hi) { /* one value: a range of 1 around it, wider where
+                            * 0.5 is below its precision (3e35 +- 0.5 is 3e35) */
+    double half = fmax(0.5, fabs(lo) * 0x1p-20);
+    lo -= half;
+    hi += half;
   }
   h->lo = lo;
   h->hi = hi;
   size_t numel = 0;
   norm_tensor_check(t, &numel, NULL);
-  double width = (hi - lo) / (double)bins;
+  /* in halves: the same bins (halving is exact, but for subnormals),
+   * and no overflow where hi - lo passes DBL_MAX */
+  double half_lo = lo * 0.5, half_width = (hi * 0.5 - half_lo) / (double)bins;
   for (size_t i = 0; i < numel; i++) {
     double v = norm_tensor_get(t, i);
     if (!isfinite(v)) {
       h->nonfinite++;
       continue;
     }
-    int64_t k = (int64_t)((v - lo) / width);
-    if (k < 0) k = 0;
-    if (k >= bins) k = bins - 1; /* the maximum falls in the last bin */
+    /* clamped before the conversion, which a NaN (a width of 0 between
+     * two subnormals) or a value past int64_t would make undefined; the
+     * maximum falls in the last bin */
+    double at = (v * 0.5 - half_lo) / half_width;
+    int64_t k = at >= (double)bins ? bins - 1 : at > 0 ? (int64_t)at : 0;
     h->counts[k]++;
   }
   return 0;

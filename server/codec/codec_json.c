@@ -102,7 +102,10 @@ static void put_histogram(buf_t *b, const histogram_t *h, int64_t bins,
   buf_puts(b, "{\"edges\":[");
   for (int64_t k = 0; k <= bins; k++) {
     if (k) buf_putc(b, ',');
-    encode_number(b, h->lo + (h->hi - h->lo) * (double)k / (double)bins, dtype);
+    /* in halves, as explain.c bins them, with the fraction of the span
+     * taken first: no overflow where hi - lo passes DBL_MAX */
+    double half_lo = h->lo * 0.5, half_span = h->hi * 0.5 - half_lo;
+    encode_number(b, 2 * (half_lo + half_span * ((double)k / (double)bins)), dtype);
   }
   buf_puts(b, "],\"counts\":[");
   for (int64_t k = 0; k < bins; k++)

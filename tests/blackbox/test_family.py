@@ -736,6 +736,24 @@ def test_histograms(daemon, norm, separate):
         assert sum(got["counts"]) == values.size
 
 
+def test_histograms_at_the_ends_of_float64(daemon):
+    """A range wider than DBL_MAX (hi - lo overflows) and one huge value
+    alone (+-0.5 is below its precision): finite, increasing edges and every
+    value counted (fuzz_json found the second: 0/0 converted to int64_t)."""
+    for data, lo, hi in (([-1e308, 1e308, 0.0], -1e308, 1e308),
+                         ([3.3e35], 3.3e35 * (1 - 2**-20), 3.3e35 * (1 + 2**-20))):
+        body = {"input": {"shape": [1, len(data)], "dtype": "float64", "data": data},
+                "histogram_bins": 4, "histogram_range": "separate",
+                "return": "histograms"}
+        got = answer(daemon, "/v1/norm/layer", body)["histograms"]["input"]
+        edges = got["edges"]
+        assert all(isinstance(e, (int, float)) and math.isfinite(e) for e in edges), edges
+        assert edges == sorted(edges) and edges[0] < edges[-1]
+        assert edges[0] == pytest.approx(lo) and edges[-1] == pytest.approx(hi)
+        assert sum(got["counts"]) == len(data) and got["nonfinite"] == 0
+    assert_alive(daemon)
+
+
 @pytest.mark.parametrize("norm", list(ROUTE))
 def test_explain_refusals(daemon, norm):
     fields = FORWARD[norm][0]
