@@ -79,6 +79,19 @@ static inline __attribute__((always_inline)) int no_short_parser(const char *end
   return 0;
 }
 
+/* How far ahead parse_run_avx512 prefetches the text. There each step's
+ * address comes from the step before (the next four ','s are
+ * looked for where the last four ended), so a line of text not yet in the
+ * cache stalls the loop for the whole trip to memory, which is where the
+ * daemon's bodies are (http_body.c writes large ones with streaming
+ * stores): perf put 32% of the loop's samples on its 64-byte load, and
+ * the daemon's speed did not move with the loop's until the text 2 KiB
+ * ahead was prefetched (512x2048 JSON under wrk, 16 connections: 70 -> 80
+ * req/s; 512 B ahead 78, 1 KiB 80, 2 KiB 81, 4 KiB 79). parse_run_with's
+ * loop, whose loads do not wait on its parsing, gains nothing from it (the
+ * same bench under NORM_SIMD=avx2: 54.7 req/s either way). */
+enum { PARSE_PREFETCH = 2048 };
+
 /* The general step of a run: the number at *pp parsed into v[*count];
  * 1 when the run goes on (*pp is then the next number's first character),
  * 0 when it ends after this number (*pp past it) or the text at *pp is not
@@ -178,16 +191,7 @@ parse_run_sse41(const char **pp, const char *end, double *v, size_t max, int *ba
  * for the texts it takes, so the answer is the same, bit for bit.
  * bench/codec_bench, decode of a 512x2048 %.6f float32 body on one thread
  * (warm cache): 7.4 -> 4.5 ns a number.
- *
- * Each step's address comes from the step before (the next four ','s are
- * looked for where the last four ended), so a line of text not yet in the
- * cache stalls the loop for the whole trip to memory, which is where the
- * daemon's bodies are (http_body.c writes large ones with streaming
- * stores): perf put 32% of the loop's samples on the 64-byte load, and
- * the daemon's speed did not move until the text PARSE_PREFETCH bytes
- * ahead was prefetched (512x2048 JSON under wrk, 16 connections: 70 -> 80
- * req/s; 512 B ahead 78, 1 KiB 80, 2 KiB 81, 4 KiB 79). */
-enum { PARSE_PREFETCH = 2048 };
+ */
 static __attribute__((
     target("sse4.1,popcnt,bmi,bmi2,avx2,avx512f,avx512bw,avx512dq,avx512vl,avx512cd"))) size_t
 parse_run_avx512(const char **pp, const char *end, double *v, size_t max, int *bad) {
@@ -200,7 +204,7 @@ parse_run_avx512(const char **pp, const char *end, double *v, size_t max, int *b
     const char *before = NULL; /* the ',' before p, once known */
     int singles = 0;           /* numbers to take one at a time before four again */
     while ((size_t)(end - p) >= room) {
-      _mm_prefetch(p + PARSE_PREFETCH, _MM_HINT_T0);
+      __builtin_prefetch(p + PARSE_PREFETCH);
       __m512i bytes = _mm512_loadu_si512((const void *)p);
       uint64_t commas = _mm512_cmpeq_epi8_mask(bytes, _mm512_set1_epi8(','));
       if (commas == 0) break;
