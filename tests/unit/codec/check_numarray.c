@@ -407,6 +407,25 @@ static size_t random_token(uint64_t *s, char *out) {
   return n;
 }
 
+/* The body json (a run of `tokens` leaves as its "data") taken with
+ * want's values bit for bit, or, with want NULL, left to jansson. */
+static void expect_run(const char *json, size_t len, size_t tokens, const double *want,
+                       int round) {
+  numarrays_t a;
+  ck_assert_int_eq(numarray_extract(json, len, &a), 0);
+  if (want == NULL) {
+    ck_assert_msg(a.count == 0, "round %d taken: %.300s", round, json);
+  } else {
+    ck_assert_msg(a.count == 1 && a.arrays[0].count == tokens, "round %d not taken: %.300s",
+                  round, json);
+    for (size_t i = 0; i < tokens; i++)
+      ck_assert_msg(memcmp(&a.arrays[0].values[i], &want[i], sizeof want[i]) == 0,
+                    "round %d element %zu: %.17g, want %.17g: %.300s", round, i,
+                    a.arrays[0].values[i], want[i], json);
+  }
+  numarray_free(&a);
+}
+
 /* Runs of random tokens, "," or ", " between them: the array is taken
  * exactly when every token is a number as fmt_parse_double reads it (the
  * whole token, finite), and then holds fmt_parse_double's values bit for
@@ -430,20 +449,8 @@ START_TEST(test_random_runs) {
       len += n;
     }
     len += (size_t)sprintf(json + len, "]}");
-    numarrays_t a;
-    ck_assert_int_eq(numarray_extract(json, len, &a), 0);
-    if (!all_numbers) {
-      ck_assert_msg(a.count == 0, "taken: %s", json);
-      left++;
-    } else {
-      ck_assert_msg(a.count == 1 && a.arrays[0].count == tokens, "not taken: %s", json);
-      for (size_t i = 0; i < tokens; i++)
-        ck_assert_msg(memcmp(&a.arrays[0].values[i], &want[i], sizeof want[i]) == 0,
-                      "element %zu: %.17g, want %.17g: %s", i, a.arrays[0].values[i],
-                      want[i], json);
-      taken++;
-    }
-    numarray_free(&a);
+    *(all_numbers ? &taken : &left) += 1;
+    expect_run(json, len, tokens, all_numbers ? want : NULL, round);
   }
   ck_assert(taken > 100 && left > 100); /* both kinds of runs were tried */
 }
@@ -513,20 +520,8 @@ START_TEST(test_long_runs) {
       len += n;
     }
     len += (size_t)sprintf(json + len, "]}");
-    numarrays_t a;
-    ck_assert_int_eq(numarray_extract(json, len, &a), 0);
-    if (!all_numbers) {
-      ck_assert_msg(a.count == 0, "taken: round %d", round);
-      left++;
-    } else {
-      ck_assert_msg(a.count == 1 && a.arrays[0].count == tokens, "not taken: round %d", round);
-      for (size_t i = 0; i < tokens; i++)
-        ck_assert_msg(memcmp(&a.arrays[0].values[i], &want[i], sizeof want[i]) == 0,
-                      "round %d element %zu: %.17g, want %.17g", round, i,
-                      a.arrays[0].values[i], want[i]);
-      taken++;
-    }
-    numarray_free(&a);
+    *(all_numbers ? &taken : &left) += 1;
+    expect_run(json, len, tokens, all_numbers ? want : NULL, round);
   }
   ck_assert(taken > 50 && left > 50); /* both kinds of runs were tried */
 }
