@@ -64,6 +64,17 @@ PROFILES = {
                abrupt_rounds=4, abrupt_clients=99, abrupt_timeout=4, drain=100),
 }
 
+# How long the drain scenario's requests keep the workers busy, one after
+# another: the signal comes within ~0.5 s of the first, so most are queued.
+DRAIN_BUSY_S = 3.0
+
+
+def timed(fn):
+    """Seconds fn() takes."""
+    t0 = time.monotonic()
+    fn()
+    return time.monotonic() - t0
+
 
 # ---- the daemon ------------------------------------------------------------------
 
@@ -560,9 +571,22 @@ def abrupt(args, prof, rep, state):
 def drain(args, prof, rep, state):
     n = prof["drain"]
     d = Daemon(args.normd, "--max-inflight", 2 * n, "--drain-timeout-s", 60)
-    # each about 10-40 ms of CPU: 100 of them keep two workers busy for a while
-    req = Req("drain", "POST", "/v1/residual/simulate",
-              js({"tokens": 32, "d": 64, "layers": 24}), {"Content-Type": JSON})
+
+    def simulation(layers):
+        return Req("drain", "POST", "/v1/residual/simulate",
+                   js({"tokens": 32, "d": 64, "layers": layers}), {"Content-Type": JSON})
+
+    # The work is sized on this machine: n requests should keep the workers
+    # (one per CPU) busy for DRAIN_BUSY_S, so that most are still queued when the
+    # signal comes after every body is sent (a fixed 24 layers took ~16 ms
+    # here and less on a faster CI machine, where only 44 of 100 were left).
+    # The simulation's cost is linear in its layers.
+    probe_layers = 24
+    best = min(timed(lambda: traffic.one_shot(d.port, simulation(probe_layers)))
+               for _ in range(3))
+    workers = os.cpu_count() or 1
+    layers = max(probe_layers, int(probe_layers * DRAIN_BUSY_S * workers / n / best + 1))
+    req = simulation(layers)
     results = [None] * n
     sent = [threading.Event() for _ in range(n)]
     done_at = [None] * n
@@ -617,9 +641,10 @@ def drain(args, prof, rep, state):
                     bad.append("invalid JSON")
             else:
                 bad.append(repr(r)[:120])
-        rep.figure("drain", "%d requests sent, %d still in flight at SIGTERM; %d answered 200 "
-                   "in full; a new request after the signal: %s; exit code %s after %.1f s"
-                   % (n, in_flight, full, late, code, t_exit))
+        rep.figure("drain", "%d requests sent (%d layers each: %.0f ms alone for %d), %d still "
+                   "in flight at SIGTERM; %d answered 200 in full; a new request after the "
+                   "signal: %s; exit code %s after %.1f s"
+                   % (n, layers, best * 1000, probe_layers, in_flight, full, late, code, t_exit))
         state["drain"] = dict(in_flight=in_flight, full=full, code=code)
         rep.check("drain", "requests in flight at SIGTERM (>= %d)" % (n // 2),
                   in_flight >= n // 2, "%d" % in_flight)
