@@ -67,6 +67,9 @@ PROFILES = {
 # How long the drain scenario's requests keep the workers busy, one after
 # another: the signal comes within ~0.5 s of the first, so most are queued.
 DRAIN_BUSY_S = 3.0
+# The most the simulation takes at 32 tokens of d = 64
+# (NORM_RESIDUAL_MAX_WORK = 2^30 >= tokens * layers * d^2).
+DRAIN_MAX_LAYERS = (1 << 30) // (32 * 64 * 64)
 
 
 def timed(fn):
@@ -586,6 +589,7 @@ def drain(args, prof, rep, state):
                for _ in range(3))
     workers = os.cpu_count() or 1
     layers = max(probe_layers, int(probe_layers * DRAIN_BUSY_S * workers / n / best + 1))
+    layers = min(layers, DRAIN_MAX_LAYERS)
     req = simulation(layers)
     results = [None] * n
     sent = [threading.Event() for _ in range(n)]
