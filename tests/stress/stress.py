@@ -579,22 +579,23 @@ def drain(args, prof, rep, state):
         return Req("drain", "POST", "/v1/residual/simulate",
                    js({"tokens": 32, "d": 64, "layers": layers}), {"Content-Type": JSON})
 
-    # The work is sized on this machine: n requests should keep the workers
-    # (one per CPU) busy for DRAIN_BUSY_S, so that most are still queued when the
-    # signal comes after every body is sent (a fixed 24 layers took ~16 ms
-    # here and less on a faster CI machine, where only 44 of 100 were left).
-    # The simulation's cost is linear in its layers.
     probe_layers = 24
-    best = min(timed(lambda: traffic.one_shot(d.port, simulation(probe_layers)))
-               for _ in range(3))
-    workers = os.cpu_count() or 1
-    layers = max(probe_layers, int(probe_layers * DRAIN_BUSY_S * workers / n / best + 1))
-    layers = min(layers, DRAIN_MAX_LAYERS)
-    req = simulation(layers)
     results = [None] * n
     sent = [threading.Event() for _ in range(n)]
     done_at = [None] * n
     try:
+        # The work is sized on this machine: n requests should keep the
+        # workers (one per CPU) busy for DRAIN_BUSY_S, so that most are still
+        # queued when the signal comes after every body is sent (a fixed 24
+        # layers took ~16 ms here and less on a faster CI machine, where only
+        # 44 of 100 were left). The simulation's cost is linear in its layers.
+        best = min(timed(lambda: traffic.one_shot(d.port, simulation(probe_layers)))
+                   for _ in range(3))
+        workers = os.cpu_count() or 1
+        layers = max(probe_layers, int(probe_layers * DRAIN_BUSY_S * workers / n / best + 1))
+        layers = min(layers, DRAIN_MAX_LAYERS)
+        req = simulation(layers)
+
         def client(i):
             c = Conn(d.port, timeout=90)
             try:
