@@ -327,7 +327,17 @@
  * one fused step instead of two products (the vector loop was bound by its
  * multiplies), the first term exactly as before, so that a group whose
  * terms cancel exactly (a single element: w dy = mean_g, x = shift) still
- * gets dx = 0. Rounded once into the dtype. */
+ * gets dx = 0. Rounded once into the dtype.
+ * Why float32 stays in double lanes here although it costs the group norm
+ * backward its lead over PyTorch at 1 thread on Zen 5 (0.74-1.0x there,
+ * ahead at 2 threads and on Intel): a float-lane r could be proven to
+ * round like the double path only with double-word arithmetic (its error
+ * must stay below half a float ulp, not a bfloat16 one as in
+ * bw_dx_bf16_f), ~35 operations per 16 elements against the 18 here. The
+ * double lanes are bound by the conversions instead (x, dy in and dx out,
+ * 6 per 16 elements; vcvtps2pd zmm runs about one a cycle on Zen 5), and a
+ * scratch of the sums pass' doubles read back here was slower still (a
+ * microbenchmark in L2: 0.25 against 0.20 ns per element for both passes). */
 #define BW_DX_ELEM(X, DY, W, FMA_S)                                            \
   ({                                                                           \
     __typeof__(X) d_ = s * ((W) * (DY)-mean_g);                                \
