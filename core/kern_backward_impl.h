@@ -330,7 +330,7 @@
  * gets dx = 0. Rounded once into the dtype.
  * Why float32 stays in double lanes here although it costs the group norm
  * backward its lead over PyTorch at 1 thread on Zen 5 (0.74-1.0x there,
- * ahead at 2 threads and on Intel): a float-lane r could be proven to
+ * ahead at 2 threads): a float-lane r could be proven to
  * round like the double path only with double-word arithmetic (its error
  * must stay below half a float ulp, not a bfloat16 one as in
  * bw_dx_bf16_f), ~35 operations per 16 elements against the 18 here. The
