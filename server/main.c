@@ -98,7 +98,7 @@ int main(int argc, char **argv) {
    * once, instead of waiting in fastbins for the malloc_consolidate that
    * every larger malloc ran first (0.7-1.9% of the daemon's perf samples
    * under wrk, 1x768 JSON; 0 with them off, and _int_malloc + _int_free
-   * 1.4-3.9% -> 1.8-1.9%). */
+   * 1.4-3.9% -> 1.7-2.0%). */
   mallopt(M_MXFAST, 0);
   mallopt(M_ARENA_MAX, 1);
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
